@@ -1,0 +1,153 @@
+"""AnnealedKMeans: deterministic annealing with softmax or entmax responsibilities."""
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils import check_array
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._base import BaseSoftKMeans
+from ._core.optimize import HARD, anneal
+from ._core.responsibilities import RelaxationSpec
+from ._core.temperature import lambda_max, paper_schedule
+
+__all__ = ["AnnealedKMeans"]
+
+
+class AnnealedKMeans(BaseSoftKMeans):
+    """K-Means by deterministic annealing, finished by a Lloyd polish.
+
+    The temperature goes down a schedule. Above the critical temperature
+    ``sigma^2 = lambda_max`` (largest eigenvalue of the data covariance) the
+    softmax centroids merge at the data mean; as it decreases they split along
+    the data's main directions. At each temperature the previous centroids are
+    perturbed slightly and the alternating update runs to convergence; Lloyd's
+    algorithm then runs from the last centroids, so the result is a K-Means
+    fixed point. The run with the lowest distortion ``J`` is kept.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of centroids.
+    method : {"softmax", "entmax"}, default="softmax"
+        Responsibilities used along the schedule.
+    alpha : float, default=1.5
+        Entmax order (``method="entmax"`` only).
+    schedule : "paper" or array-like of shape (n_temperatures,), default="paper"
+        ``"paper"``: ``n_temperatures`` values of ``sigma^2`` geometric from
+        ``1.2 lambda_max`` down to ``min(margin_min / 64, 0.12 lambda_max)``,
+        ``margin_min`` being the smallest assignment margin at the starting
+        centroids (Sec. 7.8 of the paper). An array gives the temperatures
+        ``sigma`` directly (positive, visited in the order given).
+    n_temperatures : int, default=40
+        Length of the ``"paper"`` schedule.
+    perturbation : float, default=1e-3
+        Standard deviation of the warm-start perturbation, relative to
+        ``sqrt(lambda_max)``.
+    max_iter : int, default=150
+        Cap on the updates at each temperature and in the polish.
+    init, n_init, tol, random_state, backend, verbose
+        As in :class:`SoftKMeans`.
+    record_path : bool or "centers", default=False
+        Keep one trajectory per temperature (and one for the polish) in ``path_``.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        The polished centroids (a K-Means fixed point).
+    labels_, inertia_, margins_, margin_min_, n_features_in_, feature_names_in_
+        As in :class:`SoftKMeans`.
+    objective_ : float
+        The relaxed objective at ``cluster_centers_`` and the last temperature.
+    sigma_ : float
+        The last temperature of the schedule.
+    temperatures_ : ndarray of shape (n_temperatures,)
+        The temperatures visited.
+    temperature_objectives_ : ndarray of shape (n_temperatures,)
+        The relaxed objective reached at each temperature.
+    temperature_n_iter_ : ndarray of shape (n_temperatures,)
+        Updates spent at each temperature.
+    lambda_max_ : float
+        Largest eigenvalue of the (weighted) data covariance.
+    n_iter_ : int
+        Updates over the whole schedule and the polish.
+    converged_ : bool
+        Whether the polish met the stopping rule.
+
+    See Also
+    --------
+    SoftKMeans, EntmaxKMeans : The same relaxations at one temperature.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from softkmeans import AnnealedKMeans
+    >>> rng = np.random.RandomState(0)
+    >>> X = np.vstack([rng.normal(c, 0.3, size=(30, 2)) for c in (0, 3, 6)])
+    >>> model = AnnealedKMeans(n_clusters=3, n_temperatures=10, random_state=0).fit(X)
+    >>> len(model.temperatures_)
+    10
+    >>> sorted(np.bincount(model.labels_).tolist())
+    [30, 30, 30]
+    """
+
+    _parameter_constraints: dict = {
+        **BaseSoftKMeans._parameter_constraints,
+        "method": [StrOptions({"softmax", "entmax"})],
+        "alpha": [Interval(Real, 1, None, closed="neither")],
+        "schedule": [StrOptions({"paper"}), "array-like"],
+        "n_temperatures": [Interval(Integral, 1, None, closed="left")],
+        "perturbation": [Interval(Real, 0, None, closed="left")],
+    }
+
+    def __init__(self, n_clusters=8, *, method="softmax", alpha=1.5, schedule="paper",
+                 n_temperatures=40, perturbation=1e-3, init="k-means++", n_init="auto",
+                 max_iter=150, tol=1e-6, random_state=None, backend="auto", verbose=0,
+                 record_path=False):
+        super().__init__(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
+                         random_state=random_state, backend=backend, verbose=verbose,
+                         record_path=record_path)
+        self.method = method
+        self.alpha = alpha
+        self.schedule = schedule
+        self.n_temperatures = n_temperatures
+        self.perturbation = perturbation
+
+    def _check_params_vs_input(self, X, sample_weight):
+        super()._check_params_vs_input(X, sample_weight)
+        if isinstance(self.schedule, str):
+            return
+        sigmas = check_array(self.schedule, ensure_2d=False, dtype=np.float64,
+                             input_name="schedule")
+        if sigmas.ndim != 1 or not np.all(sigmas > 0):
+            raise ValueError("schedule must be a 1-D array of positive temperatures sigma.")
+        self._sigmas = sigmas
+
+    def _prepare(self, engine, first_centers):
+        lam = lambda_max(engine.X, engine.sample_weight)
+        self.lambda_max_ = lam
+        self._scale = np.sqrt(lam) if lam > 0 else 1.0
+        self._relaxation = RelaxationSpec(self.method, 1.0, float(self.alpha))
+
+    def _schedule(self, engine, centers):
+        if not isinstance(self.schedule, str):
+            return self._sigmas
+        margins = engine.estep(centers, HARD, with_sums=False).margins
+        positive = engine.sample_weight > 0
+        return paper_schedule(self._scale**2, float(margins[positive].min()),
+                              self.n_temperatures)
+
+    def _run(self, engine, centers, rng):
+        return anneal(engine, centers, self._relaxation, self._schedule(engine, centers), rng,
+                      perturbation=self.perturbation * self._scale, max_iter=self.max_iter,
+                      tol=self.tol, record_path=self.record_path, verbose=self.verbose)
+
+    def _run_key(self, run):
+        return run.stats.inertia
+
+    def _store_run(self, run, dtype, engine):
+        super()._store_run(run, dtype, engine)
+        self.objective_ = engine.estep(run.centers, run.spec, with_sums=False).objective
+        self.temperatures_ = run.sigmas
+        self.temperature_objectives_ = run.stage_objectives
+        self.temperature_n_iter_ = run.stage_iters

@@ -1,0 +1,52 @@
+"""Engine registry: one module per engine, each implementing the same passes.
+
+An engine is a class constructed from validated data ``(X, sample_weight)``
+that provides ``estep``, ``responsibilities``, ``sq_distances`` and
+``log_sum_exp`` (see :class:`softkmeans._backends._numpy.NumpyEngine`, the
+reference). Engines are imported lazily so that an optional dependency that is
+missing only fails when its engine is asked for.
+"""
+
+import importlib
+
+__all__ = ["BACKENDS", "get_engine", "resolve_backend"]
+
+#: name -> (module, class, what it needs)
+BACKENDS = {
+    "numpy": ("._numpy", "NumpyEngine", "numpy"),
+}
+
+
+def resolve_backend(name, X=None):
+    """Turn ``"auto"`` into a concrete engine name.
+
+    Parameters
+    ----------
+    name : str
+        ``"auto"`` or one of :data:`BACKENDS`.
+    X : array-like, default=None
+        The data the engine will see (an array on a GPU selects its engine).
+
+    Returns
+    -------
+    str
+    """
+    if name != "auto":
+        if name not in BACKENDS:
+            raise ValueError(
+                f"Unknown backend {name!r}; expected 'auto' or one of {sorted(BACKENDS)}."
+            )
+        return name
+    return "numpy"
+
+
+def get_engine(name, X, sample_weight=None):
+    """Construct the engine ``name`` (after :func:`resolve_backend`) on ``X``."""
+    module_name, class_name, requirement = BACKENDS[resolve_backend(name, X)]
+    try:
+        module = importlib.import_module(module_name, __name__)
+    except ImportError as exc:
+        raise ImportError(
+            f"backend={name!r} needs {requirement}, which could not be imported: {exc}"
+        ) from exc
+    return getattr(module, class_name)(X, sample_weight)

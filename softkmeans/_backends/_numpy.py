@@ -1,0 +1,133 @@
+"""The numpy engine: the readable reference every other engine is tested against.
+
+It walks over X in row blocks, computes the block's squared distances through
+the expansion ``||x||^2 - 2 x.mu + ||mu||^2`` (dense or CSR), turns them into
+responsibilities with :mod:`softkmeans._core.responsibilities` and accumulates
+the sufficient statistics. Nothing of size ``n_samples x n_clusters`` is
+allocated unless a caller asks for it (``responsibilities``, ``sq_distances``).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._core.responsibilities import block_responsibilities, log_sum_exp_block
+from ._chunks import row_blocks
+from ._stats import PassStats
+
+__all__ = ["NumpyEngine"]
+
+
+def _row_sq_norms(X):
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+    X64 = np.asarray(X, dtype=np.float64)
+    return np.einsum("ij,ij->i", X64, X64)
+
+
+class NumpyEngine:
+    """Chunked passes over one data set with numpy.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        Validated data (float32 or float64).
+    sample_weight : ndarray of shape (n_samples,), default=None
+        Non-negative weights; ones when None.
+    """
+
+    name = "numpy"
+
+    def __init__(self, X, sample_weight=None):
+        self.X = X
+        n = X.shape[0]
+        self.sample_weight = (
+            np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        )
+        self.x_sq = _row_sq_norms(X)
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    def row(self, i):
+        """Observation ``i`` as a dense float64 vector."""
+        x = self.X[i]
+        return np.asarray(x.toarray() if sp.issparse(x) else x, dtype=np.float64).ravel()
+
+    def _block_sq_distances(self, rows, centers, c_sq):
+        Xb = self.X[rows]
+        if sp.issparse(Xb):
+            cross = np.asarray(Xb @ centers.T, dtype=np.float64)
+        else:
+            cross = np.asarray(Xb, dtype=np.float64) @ centers.T
+        D = self.x_sq[rows, None] - 2.0 * cross + c_sq[None, :]
+        return np.maximum(D, 0.0, out=D)
+
+    def _blocks(self, centers):
+        centers = np.asarray(centers, dtype=np.float64)
+        c_sq = np.einsum("ij,ij->i", centers, centers)
+        for rows in row_blocks(self.n_samples, centers.shape[0]):
+            yield rows, self._block_sq_distances(rows, centers, c_sq)
+
+    def estep(self, centers, spec, with_sums=True):
+        """One pass: responsibilities at ``centers`` and their statistics.
+
+        Parameters
+        ----------
+        centers : ndarray of shape (n_clusters, n_features)
+        spec : RelaxationSpec
+        with_sums : bool, default=True
+            Accumulate ``sums`` (the cross-product ``R^T X``); prediction
+            passes skip it.
+
+        Returns
+        -------
+        PassStats
+        """
+        k, d = centers.shape
+        n = self.n_samples
+        sums = np.zeros((k, d))
+        masses = np.zeros(k)
+        labels = np.empty(n, dtype=np.int32)
+        margins = np.empty(n)
+        dmin = np.empty(n)
+        objective = inertia = gap = 0.0
+        for rows, D in self._blocks(centers):
+            block = block_responsibilities(D, spec)
+            w = self.sample_weight[rows]
+            weighted = block.resp * w[:, None]
+            masses += weighted.sum(axis=0)
+            if with_sums:
+                Xb = self.X[rows]
+                if sp.issparse(Xb):
+                    sums += np.asarray((Xb.T @ weighted).T)
+                else:
+                    sums += weighted.T @ np.asarray(Xb, dtype=np.float64)
+            objective += float(w @ block.row_objective)
+            inertia += float(w @ block.dmin)
+            gap += float(w @ block.row_gap)
+            labels[rows] = block.labels
+            margins[rows] = block.margins
+            dmin[rows] = block.dmin
+        return PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
+
+    def responsibilities(self, centers, spec):
+        """Responsibilities of every observation, shape (n_samples, n_clusters)."""
+        out = np.empty((self.n_samples, centers.shape[0]))
+        for rows, D in self._blocks(centers):
+            out[rows] = block_responsibilities(D, spec).resp
+        return out
+
+    def sq_distances(self, centers):
+        """Squared distances to every centroid, shape (n_samples, n_clusters)."""
+        out = np.empty((self.n_samples, centers.shape[0]))
+        for rows, D in self._blocks(centers):
+            out[rows] = D
+        return out
+
+    def log_sum_exp(self, centers, sigma):
+        """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
+        out = np.empty(self.n_samples)
+        for rows, D in self._blocks(centers):
+            out[rows] = log_sum_exp_block(D, sigma)
+        return out

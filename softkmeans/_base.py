@@ -1,0 +1,367 @@
+"""The estimator that SoftKMeans, EntmaxKMeans and AnnealedKMeans share.
+
+It validates, initializes, loops over ``n_init`` starts, and serves
+``predict``, ``predict_proba``, ``transform`` and ``score``. Subclasses declare
+their parameters and implement two hooks: ``_prepare`` (resolve the
+temperature once the data and the first starting centroids are known) and
+``_run`` (one run from one start). The numerics live in :mod:`softkmeans._core`
+and :mod:`softkmeans._backends`.
+"""
+
+from abc import abstractmethod
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+)
+from sklearn.cluster import kmeans_plusplus
+from sklearn.utils import check_array, check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._backends import BACKENDS, get_engine
+from ._core.responsibilities import RelaxationSpec
+from ._core.temperature import auto_sigma
+
+__all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
+
+_HARD = RelaxationSpec("hard")
+
+
+class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+                     BaseEstimator):
+    """Shared machinery of the soft K-Means estimators (not for direct use)."""
+
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"k-means++", "random"}), callable, "array-like"],
+        "n_init": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+        "backend": [StrOptions({"auto", *BACKENDS})],
+        "verbose": ["verbose"],
+        "record_path": ["boolean", StrOptions({"centers"})],
+    }
+
+    def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300,
+                 tol=1e-6, random_state=None, backend="auto", verbose=0, record_path=False):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.backend = backend
+        self.verbose = verbose
+        self.record_path = record_path
+
+    # ------------------------------------------------------------------ hooks
+    @abstractmethod
+    def _prepare(self, engine, first_centers):
+        """Resolve data-dependent settings (the temperature) before the runs."""
+
+    @abstractmethod
+    def _run(self, engine, centers, rng):
+        """One run from ``centers``; returns a :class:`~softkmeans._core.optimize.RunResult`."""
+
+    def _run_key(self, run):
+        """Smaller is better when choosing among ``n_init`` runs."""
+        return run.stats.objective
+
+    # ------------------------------------------------------------- validation
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _validate_X(self, X, reset):
+        return validate_data(
+            self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32],
+            order="C", accept_large_sparse=False,
+        )
+
+    def _check_params_vs_input(self, X, sample_weight):
+        """Data-dependent checks that ``_parameter_constraints`` cannot express."""
+        n_samples = X.shape[0]
+        if n_samples < self.n_clusters:
+            raise ValueError(
+                f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
+            )
+        n_positive = int(np.count_nonzero(sample_weight > 0))
+        if n_positive == 0:
+            raise ValueError("sample_weight is zero for every sample; at least one must be > 0.")
+        if n_positive < self.n_clusters:
+            raise ValueError(
+                f"Only {n_positive} samples have a positive sample_weight, fewer than "
+                f"n_clusters={self.n_clusters}."
+            )
+        self._n_init = 1
+        if self.n_init != "auto":
+            self._n_init = self.n_init
+        elif isinstance(self.init, str) and self.init == "random":
+            self._n_init = 10
+        if _is_array_init(self.init):
+            init = check_array(self.init, dtype=[np.float64, np.float32], copy=True)
+            if init.shape != (self.n_clusters, X.shape[1]):
+                raise ValueError(
+                    f"init has shape {init.shape}; expected (n_clusters, n_features) = "
+                    f"({self.n_clusters}, {X.shape[1]})."
+                )
+            self._n_init = 1
+            self._init_array = init.astype(np.float64)
+
+    # ----------------------------------------------------------------- fitting
+    def _init_centers(self, X, engine, rng):
+        """Starting centroids (float64) from the ``init`` parameter."""
+        k, w = self.n_clusters, engine.sample_weight
+        if _is_array_init(self.init):
+            return self._init_array.copy()
+        if callable(self.init):
+            centers = check_array(self.init(X, k, random_state=rng), dtype=np.float64)
+            if centers.shape != (k, X.shape[1]):
+                raise ValueError(
+                    f"The init callable returned shape {centers.shape}; expected "
+                    f"({k}, {X.shape[1]})."
+                )
+            return centers
+        if self.init == "random":
+            rows = rng.choice(X.shape[0], size=k, replace=False, p=w / w.sum())
+            return np.vstack([engine.row(i) for i in rows])
+        centers, _ = kmeans_plusplus(
+            X, k, sample_weight=w, x_squared_norms=engine.x_sq.astype(X.dtype),
+            random_state=rng,
+        )
+        return np.asarray(centers, dtype=np.float64)
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute the clustering.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data; CSR sparse matrices and pandas frames are accepted,
+            float32 and float64 are kept.
+        y : Ignored
+            Not used, present for API consistency.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each observation; None gives equal weights.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        self._validate_params()
+        X = self._validate_X(X, reset=True)
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                             ensure_non_negative=True)
+        self._check_params_vs_input(X, sample_weight)
+        rng = check_random_state(self.random_state)
+        engine = get_engine(self.backend, X, sample_weight)
+        best = None
+        for i in range(self._n_init):
+            centers = self._init_centers(X, engine, rng)
+            if i == 0:
+                self._prepare(engine, centers)
+            run = self._run(engine, centers, rng)
+            if best is None or self._run_key(run) < self._run_key(best):
+                best = run
+        self._store_run(best, X.dtype, engine)
+        return self
+
+    def _store_run(self, run, dtype, engine):
+        stats = run.stats
+        self.cluster_centers_ = run.centers.astype(dtype)
+        self.labels_ = stats.labels
+        self.inertia_ = stats.inertia
+        self.n_iter_ = run.n_iter
+        self.converged_ = run.converged
+        self.sigma_ = float(run.spec.sigma)
+        self._final_spec = run.spec
+        self.objective_ = stats.objective
+        self.margins_ = stats.margins
+        self.margin_min_ = float(stats.margins.min())
+        self._n_features_out = self.n_clusters
+        if self.record_path:
+            self.path_ = [stage.as_dict() for stage in run.stages]
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit, then return the index of the nearest centroid of each sample.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit, then return the distances of each sample to every centroid.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+        """
+        return self.fit(X, sample_weight=sample_weight).transform(X)
+
+    # -------------------------------------------------------------- inference
+    def _engine_for(self, X):
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return X, get_engine(self.backend, X)
+
+    def _centers64(self):
+        return np.asarray(self.cluster_centers_, dtype=np.float64)
+
+    def predict(self, X):
+        """Index of the nearest centroid of each sample.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        _, engine = self._engine_for(X)
+        return engine.estep(self._centers64(), _HARD, with_sums=False).labels
+
+    def predict_proba(self, X):
+        """Responsibilities of every centroid for each sample.
+
+        They are the estimator's own assignments at its final temperature
+        ``sigma_``: softmax weights for :class:`SoftKMeans`, entmax weights
+        (with exact zeros) for :class:`EntmaxKMeans`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_clusters)
+            Rows sum to 1.
+        """
+        X, engine = self._engine_for(X)
+        return engine.responsibilities(self._centers64(), self._final_spec).astype(X.dtype)
+
+    def transform(self, X):
+        """Euclidean distance of each sample to every centroid (as ``KMeans.transform``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+        """
+        X, engine = self._engine_for(X)
+        return np.sqrt(engine.sq_distances(self._centers64())).astype(X.dtype)
+
+    def score_samples(self, X):
+        """Log-density of each sample under the model's Gaussian mixture.
+
+        The mixture has the fitted centroids as means, equal weights and the
+        isotropic variance ``sigma_**2``, the density whose normalized posterior
+        is the softmax assignment layer:
+
+        ``log p(x) = log sum_j exp(-||x - mu_j||^2 / (2 sigma^2)) - log k
+        - (d / 2) log(2 pi sigma^2)``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_density : ndarray of shape (n_samples,)
+        """
+        X, engine = self._engine_for(X)
+        sigma = self.sigma_
+        lse = engine.log_sum_exp(self._centers64(), sigma)
+        return lse - np.log(self.n_clusters) - 0.5 * X.shape[1] * np.log(2 * np.pi * sigma**2)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean log-density of X under the model (see :meth:`score_samples`).
+
+        Unlike ``-F_sigma`` on the training data, which grows monotonically as
+        sigma shrinks, this held-out log-likelihood peaks where ``sigma`` matches
+        the spread of the clusters, so ``GridSearchCV`` over ``sigma`` selects the
+        temperature at which the soft assignments describe the data best.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        values = self.score_samples(X)
+        weights = _check_sample_weight(sample_weight, values[:, None], dtype=np.float64,
+                                       ensure_non_negative=True)
+        return float(np.average(values, weights=weights))
+
+
+def _is_array_init(init):
+    return not isinstance(init, str) and not callable(init)
+
+
+class FixedTemperatureKMeans(BaseSoftKMeans):
+    """A soft K-Means at one temperature ``sigma`` (not for direct use).
+
+    ``sigma="auto"`` is resolved on the first starting centroids by
+    :func:`softkmeans._core.temperature.auto_sigma` and stored in ``sigma_``.
+    """
+
+    _parameter_constraints: dict = {
+        **BaseSoftKMeans._parameter_constraints,
+        "sigma": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(self, n_clusters=8, *, sigma="auto", init="k-means++", n_init="auto",
+                 max_iter=300, tol=1e-6, random_state=None, backend="auto", verbose=0,
+                 record_path=False):
+        super().__init__(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
+                         random_state=random_state, backend=backend, verbose=verbose,
+                         record_path=record_path)
+        self.sigma = sigma
+
+    @abstractmethod
+    def _spec(self, sigma):
+        """The :class:`RelaxationSpec` of this estimator at temperature ``sigma``."""
+
+    def _prepare(self, engine, first_centers):
+        if self.sigma == "auto":
+            dmin = engine.estep(first_centers, _HARD, with_sums=False).dmin
+            sigma = auto_sigma(dmin, engine.sample_weight, _total_variance(engine))
+        else:
+            sigma = float(self.sigma)
+        self._resolved_spec = self._spec(sigma)
+
+
+def _total_variance(engine):
+    """Weighted total variance of the engine's data (sum of the feature variances)."""
+    w = engine.sample_weight / engine.sample_weight.sum()
+    mean = np.asarray(engine.X.T @ w, dtype=np.float64).ravel()
+    return float(w @ engine.x_sq - mean @ mean)

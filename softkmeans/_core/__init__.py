@@ -1,0 +1,1 @@
+"""The mathematics, written once: responsibilities, algorithms, temperatures."""

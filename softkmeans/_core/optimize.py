@@ -1,0 +1,270 @@
+"""The iterative algorithms, written once against an engine's ``estep``.
+
+- :func:`alternating`: the closed-form weighted-mean update (EM step); with a
+  hard :class:`RelaxationSpec` it is Lloyd's algorithm.
+- :func:`gradient_descent`: gradient descent on the reduced objective with one
+  step size for all centroids and a backtracking (Armijo) line search.
+- :func:`anneal`: deterministic annealing over a decreasing list of
+  temperatures, warm-started, followed by a Lloyd polish.
+
+Stopping rule (Sec. 7.1 of the paper):
+``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol``.
+"""
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .responsibilities import RelaxationSpec
+
+__all__ = ["RunResult", "Trajectory", "alternating", "gradient_descent", "anneal", "relative_step"]
+
+HARD = RelaxationSpec("hard")
+
+
+@dataclass
+class Trajectory:
+    """Per-iteration record of one run (index 0 is the starting point).
+
+    Attributes
+    ----------
+    objective, inertia : list of float
+        The run's own objective and the hard distortion J at each iterate.
+    step : list of float
+        Relative centroid step that led to each iterate (nan at index 0).
+    n_changes : list of int
+        Number of observations whose nearest centroid changed.
+    decrease_bound : list of float
+        ``sum_j m_j(mu_t) ||mu_{t+1,j} - mu_{t,j}||^2``, the sufficient decrease
+        an alternating step guarantees (nan where it does not apply).
+    centers : list of ndarray or None
+        The iterates themselves, when asked for.
+    """
+
+    objective: list = field(default_factory=list)
+    inertia: list = field(default_factory=list)
+    step: list = field(default_factory=list)
+    n_changes: list = field(default_factory=list)
+    decrease_bound: list = field(default_factory=list)
+    centers: list | None = None
+
+    def add(self, stats, centers, step, n_changes, decrease_bound):
+        self.objective.append(stats.objective)
+        self.inertia.append(stats.inertia)
+        self.step.append(step)
+        self.n_changes.append(n_changes)
+        self.decrease_bound.append(decrease_bound)
+        if self.centers is not None:
+            self.centers.append(centers.copy())
+
+    def as_dict(self):
+        """The record as a dict of numpy arrays."""
+        out = {
+            name: np.asarray(getattr(self, name))
+            for name in ("objective", "inertia", "step", "n_changes", "decrease_bound")
+        }
+        if self.centers is not None:
+            out["centers"] = np.asarray(self.centers)
+        return out
+
+
+@dataclass
+class RunResult:
+    """Outcome of one run from one initialization.
+
+    ``stats`` are the pass statistics at the final ``centers``; ``stages``
+    holds one :class:`Trajectory` per stage when a path was recorded.
+    """
+
+    centers: np.ndarray
+    stats: object
+    n_iter: int
+    converged: bool
+    spec: RelaxationSpec
+    stages: list = field(default_factory=list)
+    sigmas: np.ndarray | None = None
+    stage_objectives: np.ndarray | None = None
+    stage_iters: np.ndarray | None = None
+
+
+def relative_step(new, old):
+    """``||new - old||_F / max(1, ||old||_F)``."""
+    return float(np.linalg.norm(new - old) / max(1.0, np.linalg.norm(old)))
+
+
+def _new_trajectory(record_path, stats, centers):
+    if not record_path:
+        return None
+    path = Trajectory(centers=[] if record_path == "centers" else None)
+    path.add(stats, centers, np.nan, 0, np.nan)
+    return path
+
+
+def _reseed_empty(new_centers, stats, engine, used):
+    """Move centroids without mass onto the observations farthest from their centroid."""
+    empty = np.flatnonzero(stats.masses <= 0)
+    if empty.size == 0:
+        return new_centers
+    order = np.argsort(-stats.dmin * engine.sample_weight, kind="stable")
+    candidates = [i for i in order if i not in used][: empty.size]
+    for j, i in zip(empty, candidates, strict=False):
+        used.add(i)
+        new_centers[j] = engine.row(i)
+    return new_centers
+
+
+def _weighted_means(stats, centers):
+    """Closed-form centroid update; a centroid without mass stays in place."""
+    new = centers.copy()
+    full = stats.masses > 0
+    new[full] = stats.sums[full] / stats.masses[full, None]
+    return new
+
+
+def _report(verbose, label, it, stats, step):
+    if verbose:
+        print(f"[{label}] iteration {it:4d}  objective {stats.objective:.10g}  step {step:.3e}")
+
+
+def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_path=False,
+                verbose=0):
+    """Alternating minimization: responsibilities, then weighted means.
+
+    Parameters
+    ----------
+    engine : engine object
+        Bound to the data (see :mod:`softkmeans._backends`).
+    centers : ndarray of shape (n_clusters, n_features), float64
+        Starting centroids.
+    spec : RelaxationSpec
+        The relaxation (``"hard"`` gives Lloyd's algorithm).
+    max_iter : int
+        Cap on the number of updates.
+    tol : float
+        Relative Frobenius step under which the run has converged.
+    empty : {"keep", "reseed"}, default="keep"
+        What to do with a centroid whose mass is zero.
+    record_path : bool or "centers", default=False
+        Keep a :class:`Trajectory` (with the iterates when ``"centers"``).
+    verbose : int, default=0
+        Print one line per iteration when positive.
+
+    Returns
+    -------
+    RunResult
+    """
+    centers = np.array(centers, dtype=np.float64)
+    stats = engine.estep(centers, spec)
+    path = _new_trajectory(record_path, stats, centers)
+    converged, n_iter, reseeded = False, 0, set()
+    for n_iter in range(1, max_iter + 1):
+        new = _weighted_means(stats, centers)
+        if empty == "reseed":
+            new = _reseed_empty(new, stats, engine, reseeded)
+        step = relative_step(new, centers)
+        bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
+        new_stats = engine.estep(new, spec)
+        if path is not None:
+            changes = int(np.count_nonzero(new_stats.labels != stats.labels))
+            path.add(new_stats, new, step, changes, bound)
+        centers, stats = new, new_stats
+        _report(verbose, spec.kind, n_iter, stats, step)
+        if step <= tol:
+            converged = True
+            break
+    return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [])
+
+
+def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False, verbose=0,
+                     armijo=1e-4):
+    """Gradient descent on the reduced objective with one step size for all centroids.
+
+    The gradient is ``grad_j = 2 (m_j mu_j - sum_i w_i r_ij x_i)``. Each
+    iteration tries twice the last accepted step (the first try is
+    ``1 / (2 max_j m_j)``, the largest step the heaviest cluster allows) and
+    halves it until the Armijo condition
+    ``F(mu - eta g) <= F(mu) - armijo * eta * ||g||^2`` holds.
+
+    Parameters and return value are those of :func:`alternating`, plus
+    ``armijo``, the sufficient-decrease constant of the line search.
+    """
+    centers = np.array(centers, dtype=np.float64)
+    stats = engine.estep(centers, spec)
+    path = _new_trajectory(record_path, stats, centers)
+    eta = 0.5 / max(float(stats.masses.max()), np.finfo(float).tiny)
+    converged, n_iter = False, 0
+    for n_iter in range(1, max_iter + 1):
+        grad = 2.0 * (stats.masses[:, None] * centers - stats.sums)
+        grad_sq = float(np.sum(grad * grad))
+        eta *= 2.0
+        while True:
+            new = centers - eta * grad
+            new_stats = engine.estep(new, spec)
+            accepted = new_stats.objective <= stats.objective - armijo * eta * grad_sq
+            if accepted or relative_step(new, centers) <= tol * 1e-3:
+                break
+            eta *= 0.5
+        if not accepted:
+            new, new_stats = centers, stats
+        step = relative_step(new, centers)
+        if path is not None:
+            changes = int(np.count_nonzero(new_stats.labels != stats.labels))
+            path.add(new_stats, new, step, changes, np.nan)
+        centers, stats = new, new_stats
+        _report(verbose, "gradient", n_iter, stats, step)
+        if step <= tol:
+            converged = True
+            break
+    return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [])
+
+
+def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
+           record_path=False, verbose=0):
+    """Deterministic annealing followed by a Lloyd polish.
+
+    At each temperature of ``sigmas`` (decreasing), the centroids of the previous
+    temperature are perturbed by ``perturbation`` times a standard normal draw and
+    the alternating update runs to the stopping rule. Lloyd's algorithm then
+    runs from the last centroids, so the result is a K-Means fixed point.
+
+    Parameters
+    ----------
+    engine, centers : see :func:`alternating`
+    spec : RelaxationSpec
+        The relaxation; its ``sigma`` is replaced by each temperature in turn.
+    sigmas : array of shape (n_temperatures,)
+        The schedule.
+    rng : numpy.random.RandomState
+        Source of the perturbations.
+    perturbation : float
+        Standard deviation of the warm-start perturbation.
+    max_iter, tol, record_path, verbose : see :func:`alternating`
+        ``max_iter`` caps each temperature and the polish separately.
+
+    Returns
+    -------
+    RunResult
+        ``spec`` is the relaxation at the last temperature, ``stats`` those of
+        the polished centroids under the hard relaxation, ``sigmas``,
+        ``stage_objectives`` and ``stage_iters`` describe the schedule, and
+        ``stages`` has one trajectory per temperature plus one for the polish.
+    """
+    centers = np.array(centers, dtype=np.float64)
+    objectives, iters, stages, total = [], [], [], 0
+    for sigma in sigmas:
+        centers = centers + perturbation * rng.standard_normal(centers.shape)
+        stage = alternating(engine, centers, replace(spec, sigma=float(sigma)),
+                            max_iter=max_iter, tol=tol, record_path=record_path,
+                            verbose=verbose)
+        centers = stage.centers
+        objectives.append(stage.stats.objective)
+        iters.append(stage.n_iter)
+        stages += stage.stages
+        total += stage.n_iter
+    polish = alternating(engine, centers, HARD, max_iter=max_iter, tol=tol,
+                         record_path=record_path, verbose=verbose)
+    return RunResult(
+        polish.centers, polish.stats, total + polish.n_iter, polish.converged,
+        replace(spec, sigma=float(sigmas[-1])), stages + polish.stages,
+        np.asarray(sigmas, dtype=float), np.asarray(objectives), np.asarray(iters),
+    )

@@ -1,0 +1,258 @@
+"""Responsibilities of one block of rows, from its squared distances.
+
+Every function here takes a block ``D`` of squared distances (rows: observations,
+columns: centroids) in float64 and returns the quantities one E-step needs for
+those rows. They are written against an array namespace ``xp`` (numpy by default,
+CuPy on a GPU) so that the GPU engine runs the same code that the numpy oracle
+runs.
+
+Conventions (``../MATH.md`` of the project, Sec. 3 of the paper):
+
+- ``tau = 2 sigma^2``; logits ``z_ij = -d_ij / tau``;
+- every computation is shifted by the row minimum ``dmin_i``, so the largest
+  logit of a row is exactly 0 and no overflow or ``0 / 0`` can occur for any
+  ``sigma`` in ``(0, inf)``;
+- ``row_objective`` is the row's contribution to the relaxed objective and
+  ``row_gap`` is ``dmin_i - row_objective``, computed without cancellation.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "RelaxationSpec",
+    "BlockResult",
+    "block_responsibilities",
+    "nearest_two",
+    "softmax_block",
+    "entmax_block",
+    "hard_block",
+    "log_sum_exp_block",
+    "entmax_support_width",
+]
+
+
+@dataclass(frozen=True)
+class RelaxationSpec:
+    """Which assignment map an E-step uses.
+
+    Parameters
+    ----------
+    kind : {"hard", "softmax", "entmax"}
+        Hard nearest-centroid assignments, softmax (Shannon) or entmax-alpha
+        (Tsallis) responsibilities.
+    sigma : float
+        Temperature; ignored for ``"hard"``.
+    alpha : float
+        Entmax order, ``alpha > 1``; only used for ``"entmax"``.
+    """
+
+    kind: str
+    sigma: float = 1.0
+    alpha: float = 1.5
+
+    @property
+    def tau(self):
+        """Entropic weight ``2 sigma^2``."""
+        return 2.0 * float(self.sigma) ** 2
+
+
+@dataclass
+class BlockResult:
+    """Per-row results of one block.
+
+    Attributes
+    ----------
+    resp : array of shape (n_rows, n_clusters)
+        Responsibilities; rows sum to 1.
+    labels : array of shape (n_rows,)
+        Index of the nearest centroid (the first one on ties).
+    dmin : array of shape (n_rows,)
+        Squared distance to the nearest centroid.
+    margins : array of shape (n_rows,)
+        Second smallest minus smallest squared distance (0 on ties, and 0 when
+        there is a single centroid).
+    row_objective : array of shape (n_rows,)
+        Contribution of each row to the relaxation's objective.
+    row_gap : array of shape (n_rows,)
+        ``dmin - row_objective``, evaluated stably.
+    """
+
+    resp: object
+    labels: object
+    dmin: object
+    margins: object
+    row_objective: object
+    row_gap: object
+
+
+def nearest_two(D, xp=np):
+    """Nearest centroid, its squared distance and the margin of each row.
+
+    Parameters
+    ----------
+    D : array of shape (n_rows, n_clusters)
+        Squared distances.
+    xp : module, default=numpy
+        Array namespace.
+
+    Returns
+    -------
+    labels, dmin, margins : arrays of shape (n_rows,)
+    """
+    labels = xp.argmin(D, axis=1)
+    rows = xp.arange(D.shape[0])
+    dmin = D[rows, labels]
+    if D.shape[1] == 1:
+        return labels, dmin, xp.zeros_like(dmin)
+    masked = D.copy()
+    masked[rows, labels] = xp.inf
+    margins = xp.min(masked, axis=1) - dmin
+    return labels, dmin, margins
+
+
+def hard_block(D, spec=None, xp=np):
+    """One-hot responsibilities of the nearest centroid (Lloyd's E-step)."""
+    labels, dmin, margins = nearest_two(D, xp)
+    resp = xp.zeros_like(D)
+    resp[xp.arange(D.shape[0]), labels] = 1.0
+    return BlockResult(resp, labels, dmin, margins, dmin, xp.zeros_like(dmin))
+
+
+def softmax_block(D, spec, xp=np):
+    """Softmax responsibilities ``r_ij = softmax_j(-d_ij / (2 sigma^2))``.
+
+    The row sum is split as ``1 + S_i`` with ``S_i`` the sum over the other
+    centroids, so that the gap ``J_i - F_i = tau log1p(S_i)`` keeps full relative
+    precision when ``S_i`` is far below machine epsilon.
+    """
+    labels, dmin, margins = nearest_two(D, xp)
+    rows = xp.arange(D.shape[0])
+    weights = xp.exp(-(D - dmin[:, None]) / spec.tau)
+    weights[rows, labels] = 0.0
+    others = xp.sum(weights, axis=1)
+    weights[rows, labels] = 1.0
+    resp = weights / (1.0 + others)[:, None]
+    row_gap = spec.tau * xp.log1p(others)
+    return BlockResult(resp, labels, dmin, margins, dmin - row_gap, row_gap)
+
+
+def log_sum_exp_block(D, sigma, xp=np):
+    """``log sum_j exp(-d_ij / (2 sigma^2))`` per row, without overflow."""
+    spec = RelaxationSpec("softmax", sigma)
+    labels, dmin, _ = nearest_two(D, xp)
+    weights = xp.exp(-(D - dmin[:, None]) / spec.tau)
+    weights[xp.arange(D.shape[0]), labels] = 0.0
+    return -dmin / spec.tau + xp.log1p(xp.sum(weights, axis=1))
+
+
+def entmax_support_width(sigma, alpha):
+    """Largest ``d_ij - dmin_i`` of a centroid that can carry mass under entmax.
+
+    A centroid with ``d_ij - dmin_i >= 2 sigma^2 / (alpha - 1)`` has an exactly
+    zero responsibility (Lemma 19 of the paper); a row is one-hot exactly when
+    its margin reaches this width.
+    """
+    return 2.0 * float(sigma) ** 2 / (float(alpha) - 1.0)
+
+
+def _scaled_logits(D, dmin, spec, xp):
+    """``(alpha - 1) z`` shifted to a row maximum of 0, clipped below at -2.
+
+    Values at or below -1 can never be in the support (the threshold is at least
+    ``max - 1``), so clipping them to -2 changes no responsibility and keeps
+    powers and squares finite at any temperature.
+    """
+    scaled = -(spec.alpha - 1.0) * (D - dmin[:, None]) / spec.tau
+    return xp.maximum(scaled, -2.0)
+
+
+def _threshold_sorted(u, power_two, xp):
+    """Exact threshold for alpha = 1.5 (``power_two``) or alpha = 2 by sorting.
+
+    ``u`` holds the scaled logits of each row (maximum 0). For alpha = 1.5 the
+    responsibilities are ``[u - t]_+^2`` (Peters et al. 2019, Algorithm 2); for
+    alpha = 2 (sparsemax) they are ``[u - t]_+``.
+    """
+    k = u.shape[1]
+    srt = -xp.sort(-u, axis=1)
+    counts = xp.arange(1, k + 1, dtype=u.dtype)[None, :]
+    csum = xp.cumsum(srt, axis=1)
+    if power_two:
+        mean = csum / counts
+        mean_sq = xp.cumsum(srt * srt, axis=1) / counts
+        delta = (1.0 - counts * (mean_sq - mean * mean)) / counts
+        cand = mean - xp.sqrt(xp.maximum(delta, 0.0))
+        support = xp.sum(cand <= srt, axis=1)
+    else:
+        cand = (csum - 1.0) / counts
+        support = xp.sum(cand < srt, axis=1)
+    support = xp.maximum(support, 1)
+    return cand[xp.arange(u.shape[0]), support - 1]
+
+
+def _threshold_bisection(u, exponent, xp):
+    """Threshold for general alpha by bisection, to the resolution of float64.
+
+    ``sum_j [u_j - t]_+^exponent`` is decreasing in ``t``; it is at least 1 at
+    ``t = -1`` and at most 1 at ``t = -(1/k)^(alpha-1)``.
+    """
+    k = u.shape[1]
+    lo = xp.full(u.shape[0], -1.0)
+    hi = xp.full(u.shape[0], -((1.0 / k) ** (1.0 / exponent)))
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        mass = xp.sum(xp.maximum(u - mid[:, None], 0.0) ** exponent, axis=1)
+        above = mass >= 1.0
+        lo = xp.where(above, mid, lo)
+        hi = xp.where(above, hi, mid)
+    return lo
+
+
+def entmax_block(D, spec, xp=np):
+    """Entmax-alpha responsibilities ``[(alpha-1) z_ij - t_i]_+^(1/(alpha-1))``.
+
+    Exact by sorting for ``alpha`` = 1.5 and 2, by bisection otherwise. Zeros
+    are exact zeros. The row objective is
+    ``sum_j r_ij d_ij - 2 sigma^2 H_alpha(r_i)`` with the Tsallis entropy
+    ``H_alpha(p) = (1 - sum_j p_j^alpha) / (alpha (alpha - 1))``.
+    """
+    labels, dmin, margins = nearest_two(D, xp)
+    alpha = float(spec.alpha)
+    u = _scaled_logits(D, dmin, spec, xp)
+    exponent = 1.0 / (alpha - 1.0)
+    if alpha == 1.5:
+        t = _threshold_sorted(u, True, xp)
+    elif alpha == 2.0:
+        t = _threshold_sorted(u, False, xp)
+    else:
+        t = _threshold_bisection(u, exponent, xp)
+    resp = xp.maximum(u - t[:, None], 0.0) ** exponent
+    resp /= xp.sum(resp, axis=1)[:, None]
+    entropy = (1.0 - xp.sum(resp**alpha, axis=1)) / (alpha * (alpha - 1.0))
+    excess = xp.sum(resp * (D - dmin[:, None]), axis=1)
+    row_gap = spec.tau * entropy - excess
+    return BlockResult(resp, labels, dmin, margins, dmin - row_gap, row_gap)
+
+
+_BLOCKS = {"hard": hard_block, "softmax": softmax_block, "entmax": entmax_block}
+
+
+def block_responsibilities(D, spec, xp=np):
+    """Dispatch to the block function of ``spec.kind``.
+
+    Parameters
+    ----------
+    D : array of shape (n_rows, n_clusters), float64
+        Squared distances.
+    spec : RelaxationSpec
+        Relaxation and temperature.
+    xp : module, default=numpy
+        Array namespace.
+
+    Returns
+    -------
+    BlockResult
+    """
+    return _BLOCKS[spec.kind](D, spec, xp)

@@ -1,0 +1,103 @@
+"""Temperatures: the default sigma, the critical temperature, annealing schedules."""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator, eigsh
+
+__all__ = ["AUTO_SIGMA_FRACTION", "auto_sigma", "lambda_max", "paper_schedule"]
+
+#: ``sigma^2 = AUTO_SIGMA_FRACTION * mean_i min_j ||x_i - mu_j||^2`` (Sec. 8.3 of the paper).
+AUTO_SIGMA_FRACTION = 0.1
+
+#: Beyond this many features the leading eigenvalue is found iteratively.
+_DENSE_EIG_MAX_FEATURES = 512
+
+
+def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
+    """The ``sigma="auto"`` rule.
+
+    ``sigma^2`` is :data:`AUTO_SIGMA_FRACTION` times the weighted mean squared
+    distance of the observations to their nearest initial centroid, so that the
+    temperature follows the scale of the data. When every observation sits on a
+    centroid (a zero mean distance) ``fallback_scale`` is used instead.
+
+    Parameters
+    ----------
+    dmin : ndarray of shape (n_samples,)
+        Squared distance of each observation to its nearest initial centroid.
+    sample_weight : ndarray of shape (n_samples,)
+    fallback_scale : float, default=1.0
+        A squared length of the data's scale, used when the mean distance is 0.
+
+    Returns
+    -------
+    float
+    """
+    mean_sq = float(np.average(dmin, weights=sample_weight))
+    if not mean_sq > 0.0:
+        mean_sq = fallback_scale if fallback_scale > 0 else 1.0
+    return float(np.sqrt(AUTO_SIGMA_FRACTION * mean_sq))
+
+
+def lambda_max(X, sample_weight=None):
+    """Largest eigenvalue of the (weighted) covariance of X.
+
+    ``C = sum_i w_i (x_i - xbar)(x_i - xbar)^T / sum_i w_i``. ``sigma^2 > lambda_max``
+    is the critical temperature of Prop. 9 of the paper: above it, all centroids
+    at the mean is a strict local minimizer of ``F_sigma``.
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix of shape (n_samples, n_features)
+    sample_weight : ndarray of shape (n_samples,), default=None
+
+    Returns
+    -------
+    float
+    """
+    n, d = X.shape
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    w = w / w.sum()
+    mean = np.asarray(X.T @ w, dtype=np.float64).ravel()
+
+    def cov_matvec(v):
+        v = np.asarray(v, dtype=np.float64).ravel()
+        Xv = np.asarray(X @ v, dtype=np.float64).ravel() - mean @ v
+        return np.asarray(X.T @ (w * Xv), dtype=np.float64).ravel() - mean * (w @ Xv)
+
+    if d <= _DENSE_EIG_MAX_FEATURES:
+        if sp.issparse(X):
+            gram = np.asarray((X.T @ X.multiply(w[:, None])).todense(), dtype=np.float64)
+        else:
+            Xd = np.asarray(X, dtype=np.float64)
+            gram = Xd.T @ (Xd * w[:, None])
+        cov = gram - np.outer(mean, mean)
+        return float(max(np.linalg.eigvalsh(cov)[-1], 0.0))
+    op = LinearOperator((d, d), matvec=cov_matvec, dtype=np.float64)
+    return float(max(eigsh(op, k=1, which="LA", return_eigenvectors=False)[0], 0.0))
+
+
+def paper_schedule(lam_max, margin_min, n_temperatures=40):
+    """The annealing schedule of Sec. 7.8 of the paper, as sigma values.
+
+    ``n_temperatures`` values of ``sigma^2``, geometric from ``1.2 lambda_max``
+    down to ``min(margin_min / 64, 0.12 lambda_max)``. The end is floored at
+    ``1e-12 lambda_max`` so that a zero margin (tied observations) still gives
+    a finite schedule.
+
+    Parameters
+    ----------
+    lam_max : float
+        Largest eigenvalue of the data covariance (positive).
+    margin_min : float
+        Smallest assignment margin of a reference configuration.
+    n_temperatures : int, default=40
+
+    Returns
+    -------
+    ndarray of shape (n_temperatures,)
+        Decreasing temperatures ``sigma``.
+    """
+    start = 1.2 * lam_max
+    end = max(min(margin_min / 64.0, 0.12 * lam_max), 1e-12 * lam_max)
+    return np.sqrt(np.geomspace(start, end, n_temperatures))

@@ -1,0 +1,125 @@
+"""SoftKMeans: K-Means with softmax (normalized Gaussian RBF) responsibilities."""
+
+from sklearn.utils._param_validation import StrOptions
+
+from ._base import FixedTemperatureKMeans
+from ._core.optimize import alternating, gradient_descent
+from ._core.responsibilities import RelaxationSpec
+
+__all__ = ["SoftKMeans"]
+
+
+class SoftKMeans(FixedTemperatureKMeans):
+    """Soft K-Means: minimize the reduced objective ``F_sigma`` at a fixed temperature.
+
+    Each observation is assigned to every centroid with the softmax
+    responsibility ``r_ij = softmax_j(-||x_i - mu_j||^2 / (2 sigma^2))``, the
+    output of a normalized Gaussian RBF layer. As ``sigma -> 0`` the
+    responsibilities become the hard K-Means assignments and
+    ``F_sigma(mu) = -2 sigma^2 sum_i log sum_j exp(-||x_i - mu_j||^2 / (2 sigma^2))``
+    tends to the K-Means distortion ``J`` (``0 <= J - F_sigma <= 2 n sigma^2 log k``).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of centroids.
+    sigma : float or "auto", default="auto"
+        Temperature (a length, in the units of X). ``"auto"`` sets
+        ``sigma^2`` to 0.1 times the mean squared distance from the observations
+        to their nearest centroid of the first initialization.
+    algorithm : {"alternating", "gradient"}, default="alternating"
+        ``"alternating"``: the closed-form weighted-mean update (an EM step; no
+        learning rate). ``"gradient"``: gradient descent on ``F_sigma`` with one
+        step size for all centroids, chosen by a backtracking line search. The
+        two follow different trajectories.
+    init : {"k-means++", "random"}, callable or array-like of shape \
+            (n_clusters, n_features), default="k-means++"
+        Starting centroids: scikit-learn's :func:`~sklearn.cluster.kmeans_plusplus`,
+        observations drawn with probability proportional to their weight, a
+        callable ``init(X, n_clusters, random_state)``, or an array.
+    n_init : "auto" or int, default="auto"
+        Number of starts; the run with the lowest ``F_sigma`` is kept. ``"auto"``
+        is 1 for "k-means++" and an array, 10 for "random".
+    max_iter : int, default=300
+        Cap on the number of updates of one run.
+    tol : float, default=1e-6
+        A run has converged when
+        ``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialization.
+    backend : {"auto", "numpy"}, default="auto"
+        Engine that runs the passes over the data.
+    verbose : int, default=0
+        Print the objective at each iteration when positive.
+    record_path : bool or "centers", default=False
+        Keep the per-iteration objective, distortion, step, number of label
+        changes and sufficient-decrease bound in ``path_`` (and the iterates
+        when ``"centers"``).
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        Centroids, in the dtype of X.
+    labels_ : ndarray of shape (n_samples,)
+        Nearest centroid of each training sample.
+    inertia_ : float
+        Hard distortion ``J`` (weighted sum of squared distances to the
+        nearest centroid) at ``cluster_centers_``.
+    objective_ : float
+        ``F_sigma`` at ``cluster_centers_``.
+    sigma_ : float
+        The temperature used.
+    n_iter_ : int
+        Number of updates of the kept run.
+    converged_ : bool
+        Whether the kept run met the stopping rule before ``max_iter``.
+    margins_ : ndarray of shape (n_samples,)
+        Second smallest minus smallest squared distance of each sample.
+    margin_min_ : float
+        Smallest margin.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Feature names, when X has string column names.
+    path_ : list of dict
+        The recorded trajectory (only with ``record_path``).
+
+    See Also
+    --------
+    EntmaxKMeans : Sparse responsibilities that are exactly hard below a
+        finite temperature.
+    AnnealedKMeans : Deterministic annealing over a schedule of temperatures.
+    sklearn.cluster.KMeans : The zero-temperature limit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from softkmeans import SoftKMeans
+    >>> X = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0]])
+    >>> model = SoftKMeans(n_clusters=2, sigma=0.5, random_state=0).fit(X)
+    >>> model.predict([[0.0, 0.1], [5.0, 4.9]]).tolist() == model.labels_[[0, 2]].tolist()
+    True
+    >>> model.predict_proba([[2.5, 2.5]]).round(2)
+    array([[0.5, 0.5]])
+    """
+
+    _parameter_constraints: dict = {
+        **FixedTemperatureKMeans._parameter_constraints,
+        "algorithm": [StrOptions({"alternating", "gradient"})],
+    }
+
+    def __init__(self, n_clusters=8, *, sigma="auto", algorithm="alternating",
+                 init="k-means++", n_init="auto", max_iter=300, tol=1e-6, random_state=None,
+                 backend="auto", verbose=0, record_path=False):
+        super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
+                         max_iter=max_iter, tol=tol, random_state=random_state,
+                         backend=backend, verbose=verbose, record_path=record_path)
+        self.algorithm = algorithm
+
+    def _spec(self, sigma):
+        return RelaxationSpec("softmax", sigma)
+
+    def _run(self, engine, centers, rng):
+        optimizer = alternating if self.algorithm == "alternating" else gradient_descent
+        return optimizer(engine, centers, self._resolved_spec, max_iter=self.max_iter,
+                         tol=self.tol, record_path=self.record_path, verbose=self.verbose)
