@@ -93,8 +93,6 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
             )
         n_positive = int(np.count_nonzero(sample_weight > 0))
-        if n_positive == 0:
-            raise ValueError("sample_weight is zero for every sample; at least one must be > 0.")
         if n_positive < self.n_clusters:
             raise ValueError(
                 f"Only {n_positive} samples have a positive sample_weight, fewer than "

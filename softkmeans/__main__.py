@@ -1,0 +1,36 @@
+"""Command line: ``python -m softkmeans demo`` and ``python -m softkmeans reproduce``."""
+
+import argparse
+import sys
+
+__all__ = ["main"]
+
+
+def main(argv=None):
+    """Entry point of ``python -m softkmeans``.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        Arguments; ``sys.argv[1:]`` when None.
+
+    Returns
+    -------
+    int
+        Exit status.
+    """
+    parser = argparse.ArgumentParser(prog="python -m softkmeans", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="fit the three estimators on iris and print a table")
+    demo.add_argument("--random-state", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from ._demo import run_demo
+
+        run_demo(args.random_state)
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

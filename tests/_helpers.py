@@ -1,0 +1,16 @@
+"""Data generators shared by the tests."""
+
+import numpy as np
+
+
+def make_mixture(n_per=60, k=3, d=2, spread=0.3, scale=4.0, seed=0):
+    """Equal-weight isotropic Gaussian mixture with well separated means (shuffled)."""
+    rng = np.random.RandomState(seed)
+    angles = 2 * np.pi * np.arange(k) / k
+    radius = scale / (2 * np.sin(np.pi / k)) if k > 1 else 0.0
+    means = np.zeros((k, d))
+    means[:, 0], means[:, 1 % d] = radius * np.cos(angles), radius * np.sin(angles)
+    X = np.vstack([m + spread * rng.standard_normal((n_per, d)) for m in means])
+    labels = np.repeat(np.arange(k), n_per)
+    order = rng.permutation(len(X))
+    return X[order], labels[order], means

@@ -1,0 +1,224 @@
+"""Behaviour of the three estimators: attributes, inputs, descent, recovery of Lloyd."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from _helpers import make_mixture
+from sklearn.cluster import KMeans
+from sklearn.metrics import adjusted_rand_score
+
+from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
+from softkmeans._backends import get_engine
+from softkmeans._core.optimize import HARD, alternating
+
+ALL = [
+    lambda **kw: SoftKMeans(3, **kw),
+    lambda **kw: SoftKMeans(3, algorithm="gradient", **kw),
+    lambda **kw: EntmaxKMeans(3, **kw),
+    lambda **kw: EntmaxKMeans(3, alpha=2.0, **kw),
+    lambda **kw: AnnealedKMeans(3, n_temperatures=10, **kw),
+    lambda **kw: AnnealedKMeans(3, method="entmax", n_temperatures=10, **kw),
+]
+IDS = ["soft", "soft-gradient", "entmax", "sparsemax", "annealed", "annealed-entmax"]
+
+
+@pytest.mark.parametrize("make", ALL, ids=IDS)
+def test_fitted_attributes_and_methods(make, blobs):
+    X, y, _ = blobs
+    model = make(random_state=0).fit(X)
+    k, n = 3, len(X)
+    assert model.cluster_centers_.shape == (k, 2)
+    assert model.labels_.shape == (n,)
+    assert adjusted_rand_score(y, model.labels_) == 1.0
+    d2 = ((X[:, None, :] - model.cluster_centers_[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(model.inertia_, d2.min(1).sum(), rtol=1e-10)
+    np.testing.assert_array_equal(model.labels_, d2.argmin(1))
+    assert model.objective_ <= model.inertia_ + 1e-9
+    assert model.n_iter_ >= 1 and model.converged_ in (True, False)
+    assert model.sigma_ > 0 and model.n_features_in_ == 2
+    np.testing.assert_allclose(model.margins_, np.sort(d2, 1)[:, 1] - d2.min(1), atol=1e-9)
+    assert model.margin_min_ == model.margins_.min()
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+    np.testing.assert_allclose(model.transform(X), np.sqrt(d2), rtol=1e-10)
+    proba = model.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(proba.argmax(1), model.labels_)
+    np.testing.assert_array_equal(model.fit_predict(X), model.labels_)
+    np.testing.assert_allclose(model.fit_transform(X), np.sqrt(d2), rtol=1e-10)
+    assert list(model.get_feature_names_out()) == [
+        f"{type(model).__name__.lower()}{j}" for j in range(k)
+    ]
+    assert np.isfinite(model.score(X))
+
+
+def test_score_samples_is_gaussian_mixture_log_density(blobs):
+    X, _, _ = blobs
+    model = SoftKMeans(3, sigma=0.4, random_state=0).fit(X)
+    d2 = ((X[:, None, :] - model.cluster_centers_[None]) ** 2).sum(-1)
+    sigma2 = 0.4**2
+    density = np.mean(np.exp(-d2 / (2 * sigma2)) / (2 * np.pi * sigma2), axis=1)
+    np.testing.assert_allclose(model.score_samples(X), np.log(density), rtol=1e-10)
+    np.testing.assert_allclose(model.score(X), np.log(density).mean(), rtol=1e-10)
+    w = np.arange(len(X), dtype=float)
+    np.testing.assert_allclose(model.score(X, sample_weight=w), np.average(np.log(density),
+                               weights=w), rtol=1e-10)
+
+
+def test_entmax_proba_has_exact_zeros(blobs):
+    X, _, _ = blobs
+    model = EntmaxKMeans(3, sigma=1.0, random_state=0).fit(X)
+    between = np.linspace(model.cluster_centers_[0], model.cluster_centers_[1], 50)
+    proba = model.predict_proba(between)
+    assert np.any(proba == 0.0) and np.any((proba > 0) & (proba < 1))
+    zero = proba == 0
+    d2 = model.transform(between) ** 2
+    gaps = d2 - d2.min(1, keepdims=True)
+    assert np.all(gaps[zero] >= 4 * model.sigma_**2 * (1 - 1e-12))
+
+
+@pytest.mark.parametrize("make", ALL, ids=IDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dtype_preserved_and_sparse_equals_dense(make, dtype, blobs):
+    X = blobs[0].astype(dtype)
+    dense = make(random_state=1).fit(X)
+    sparse = make(random_state=1).fit(sp.csr_matrix(X))
+    assert dense.cluster_centers_.dtype == dtype
+    assert dense.transform(X).dtype == dtype and dense.predict_proba(X).dtype == dtype
+    rtol = 1e-4 if dtype == np.float32 else 1e-9
+    np.testing.assert_allclose(sparse.cluster_centers_, dense.cluster_centers_, rtol=rtol,
+                               atol=rtol)
+    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
+    np.testing.assert_array_equal(dense.predict(sp.csr_matrix(X)), dense.labels_)
+    np.testing.assert_allclose(dense.predict_proba(sp.csr_matrix(X)), dense.predict_proba(X),
+                               rtol=rtol, atol=1e-6)
+
+
+def test_pandas_frames_and_set_output(blobs):
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(blobs[0], columns=["height", "width"])
+    model = SoftKMeans(3, random_state=0).set_output(transform="pandas").fit(X)
+    np.testing.assert_array_equal(model.feature_names_in_, ["height", "width"])
+    out = model.transform(X)
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == ["softkmeans0", "softkmeans1", "softkmeans2"]
+
+
+@pytest.mark.parametrize("make", ALL, ids=IDS)
+def test_same_random_state_same_result(make, blobs):
+    X = blobs[0]
+    a = make(random_state=7, n_init=2).fit(X)
+    b = make(random_state=7, n_init=2).fit(X)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
+@pytest.mark.parametrize("make", ALL, ids=IDS)
+def test_weights_equal_repetition_from_same_start(make, blobs):
+    X = blobs[0][:60]
+    counts = np.random.RandomState(0).randint(1, 4, size=len(X))
+    init = X[[0, 1, 2]] + 0.01
+    weighted = make(init=init, random_state=0).fit(X, sample_weight=counts)
+    repeated = make(init=init, random_state=0).fit(np.repeat(X, counts, axis=0))
+    np.testing.assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_,
+                               rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(weighted.inertia_, repeated.inertia_, rtol=1e-9)
+
+
+def test_sigma_auto_rule(blobs):
+    X = blobs[0]
+    init = X[[0, 5, 9]]
+    model = SoftKMeans(3, init=init).fit(X)
+    d2 = ((X[:, None, :] - init[None]) ** 2).sum(-1).min(1)
+    np.testing.assert_allclose(model.sigma_, np.sqrt(0.1 * d2.mean()), rtol=1e-12)
+    X2 = 10 * X
+    np.testing.assert_allclose(SoftKMeans(3, init=10 * init).fit(X2).sigma_, 10 * model.sigma_)
+    assert SoftKMeans(3, sigma=0.25, random_state=0).fit(X).sigma_ == 0.25
+
+
+@pytest.mark.parametrize("estimator", [
+    SoftKMeans(4, sigma=1.5, record_path=True),
+    EntmaxKMeans(4, sigma=1.5, record_path=True),
+    EntmaxKMeans(4, sigma=1.5, alpha=1.25, record_path=True),
+    EntmaxKMeans(4, sigma=1.5, alpha=3.0, record_path=True),
+], ids=["softmax", "entmax15", "entmax125", "entmax3"])
+def test_alternating_sufficient_decrease(estimator):
+    X = np.random.RandomState(3).uniform(0, 10, size=(300, 2))
+    estimator.set_params(random_state=0, tol=0, max_iter=40).fit(X)
+    path = estimator.path_[0]
+    drops = -np.diff(path["objective"])
+    scale = np.abs(path["objective"]).max()
+    assert np.all(drops >= path["decrease_bound"][1:] - 1e-12 * scale)
+    assert np.all(path["decrease_bound"][1:] >= 0)
+    assert path["decrease_bound"][1] > 0
+
+
+def test_gradient_descent_decreases_and_reaches_stationary_point(blobs):
+    X = blobs[0]
+    model = SoftKMeans(3, sigma=0.5, algorithm="gradient", random_state=0, record_path=True,
+                       max_iter=500).fit(X)
+    assert np.all(np.diff(model.path_[0]["objective"]) <= 1e-12 * abs(model.objective_))
+    alt = SoftKMeans(3, sigma=0.5, random_state=0).fit(X)
+    np.testing.assert_allclose(model.objective_, alt.objective_, rtol=1e-8)
+    np.testing.assert_allclose(model.cluster_centers_, alt.cluster_centers_, atol=1e-4)
+
+
+def _lloyd_path_margin(X, init):
+    engine = get_engine("numpy", X)
+    run = alternating(engine, init, HARD, max_iter=300, tol=0, record_path="centers")
+    return min(engine.estep(c, HARD).margins.min() for c in run.stages[0].centers)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_entmax_below_identification_reproduces_sklearn_lloyd(seed):
+    X = np.random.RandomState(seed).uniform(0, 10, size=(400, 2))
+    init = X[:5].copy()
+    sigma = 0.9 * np.sqrt(_lloyd_path_margin(X, init)) / 2  # margin >= 4 sigma^2 on the path
+    ours = EntmaxKMeans(5, sigma=sigma, init=init, tol=0, max_iter=300).fit(X)
+    ref = KMeans(5, init=init, n_init=1, algorithm="lloyd", tol=0, max_iter=300).fit(X)
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-12)
+    np.testing.assert_allclose(ours.objective_, ref.inertia_, rtol=1e-12)
+    soft = SoftKMeans(5, sigma=sigma / 4, init=init, tol=0, max_iter=300).fit(X)
+    np.testing.assert_array_equal(soft.labels_, ref.labels_)
+
+
+def test_annealed_schedule_attributes_and_polish(blobs):
+    X = blobs[0]
+    model = AnnealedKMeans(3, n_temperatures=12, random_state=0).fit(X)
+    t = model.temperatures_
+    assert t.shape == (12,) and np.all(np.diff(t) < 0)
+    np.testing.assert_allclose(t[0] ** 2, 1.2 * model.lambda_max_, rtol=1e-12)
+    assert model.sigma_ == t[-1]
+    assert model.temperature_objectives_.shape == (12,)
+    assert model.n_iter_ >= model.temperature_n_iter_.sum()
+    # a K-Means fixed point: one Lloyd step does not move it
+    means = np.vstack([X[model.labels_ == j].mean(0) for j in range(3)])
+    np.testing.assert_allclose(model.cluster_centers_, means, rtol=1e-12)
+    custom = AnnealedKMeans(3, schedule=[2.0, 1.0, 0.5], random_state=0).fit(X)
+    np.testing.assert_array_equal(custom.temperatures_, [2.0, 1.0, 0.5])
+
+
+def test_annealing_escapes_a_poor_lloyd_start():
+    X, y, _ = make_mixture(n_per=80, k=4, spread=0.4, seed=3)
+    bad = X[np.flatnonzero(y == 0)[:4]]  # every centroid starts in one cluster
+    lloyd = KMeans(4, init=bad, n_init=1).fit(X)
+    annealed = AnnealedKMeans(4, init=bad, random_state=0).fit(X)
+    assert annealed.inertia_ < 0.5 * lloyd.inertia_
+    assert adjusted_rand_score(y, annealed.labels_) == 1.0
+
+
+def test_empty_cluster_kept_or_reseeded():
+    X = np.array([[0.0], [0.1], [0.2], [10.0], [10.1]])
+    init = np.array([[0.1], [10.0], [100.0]])  # the third centroid gets no mass
+    kept = EntmaxKMeans(3, sigma=0.5, init=init).fit(X)
+    assert kept.cluster_centers_[2, 0] == 100.0
+    reseeded = EntmaxKMeans(3, sigma=0.05, init=init, empty_cluster="reseed").fit(X)
+    assert reseeded.cluster_centers_[2, 0] < 11
+    assert len(np.unique(reseeded.labels_)) == 3
+
+
+def test_verbose_prints_iterations(blobs, capsys):
+    X = np.random.RandomState(0).uniform(size=(200, 2))
+    model = SoftKMeans(3, verbose=1, random_state=0, max_iter=3, tol=0).fit(X)
+    out = capsys.readouterr().out
+    assert model.n_iter_ == 3 and out.count("iteration") == 3 and "objective" in out

@@ -1,0 +1,26 @@
+"""The README's usage example runs and shows what it says."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_usage_block_runs():
+    if not README.exists():
+        pytest.skip("README.md is not shipped with this copy")
+    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[0]
+    namespace = {}
+    exec(compile(code, str(README), "exec"), namespace)
+    assert namespace["search"].best_params_ == {"sigma": 0.5}
+
+
+def test_demo_prints_table(capsys):
+    from softkmeans.__main__ import main
+
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    for name in ("KMeans (scikit-learn)", "SoftKMeans", "EntmaxKMeans", "AnnealedKMeans"):
+        assert name in out

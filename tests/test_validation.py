@@ -1,0 +1,101 @@
+"""Bad input is rejected with a ValueError/TypeError that names the problem."""
+
+import numpy as np
+import pytest
+
+from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
+
+X = np.random.RandomState(0).normal(size=(30, 3))
+ESTIMATORS = [SoftKMeans, EntmaxKMeans, AnnealedKMeans]
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+@pytest.mark.parametrize("bad, match", [
+    (np.where(np.arange(90).reshape(30, 3) == 4, np.nan, X), "NaN"),
+    (np.where(np.arange(90).reshape(30, 3) == 4, np.inf, X), "infinity"),
+    (X[:, 0], "Expected 2D array"),
+    (np.empty((0, 3)), "0 sample"),
+    (X[:2], "n_samples=2 should be >= n_clusters=3"),
+    (X.astype(complex), "Complex data not supported"),
+    (np.array([["a", "b"], ["c", "d"], ["e", "f"]], dtype=object), "could not convert"),
+])
+def test_bad_X(Estimator, bad, match):
+    with pytest.raises(ValueError, match=match):
+        Estimator(3).fit(bad)
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+@pytest.mark.parametrize("weights, match", [
+    (np.r_[np.nan, np.ones(29)], "NaN"),
+    (np.r_[np.inf, np.ones(29)], "infinity"),
+    (np.r_[-1.0, np.ones(29)], "Negative values in data passed to .sample_weight"),
+    (np.zeros(30), "at least one non-zero"),
+    (np.r_[1.0, 1.0, np.zeros(28)], "Only 2 samples have a positive sample_weight"),
+    (np.ones(12), "sample_weight.shape == \\(12,\\), expected \\(30,\\)"),
+])
+def test_bad_sample_weight(Estimator, weights, match):
+    with pytest.raises(ValueError, match=match):
+        Estimator(3).fit(X, sample_weight=weights)
+
+
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+@pytest.mark.parametrize("sigma", [0.0, -1.0, np.inf, np.nan, "large"])
+def test_bad_sigma(Estimator, sigma):
+    with pytest.raises(ValueError, match="'sigma' parameter"):
+        Estimator(3, sigma=sigma).fit(X)
+
+
+@pytest.mark.parametrize("Estimator", [EntmaxKMeans, AnnealedKMeans])
+@pytest.mark.parametrize("alpha", [1.0, 0.5, -2.0, np.inf, np.nan])
+def test_bad_alpha(Estimator, alpha):
+    with pytest.raises(ValueError, match="'alpha' parameter"):
+        Estimator(3, alpha=alpha).fit(X)
+
+
+@pytest.mark.parametrize("Estimator, params, match", [
+    (SoftKMeans, {"algorithm": "newton"}, "'algorithm' parameter"),
+    (SoftKMeans, {"init": "kmeans"}, "'init' parameter"),
+    (SoftKMeans, {"n_init": 0}, "'n_init' parameter"),
+    (SoftKMeans, {"max_iter": 0}, "'max_iter' parameter"),
+    (SoftKMeans, {"tol": -1.0}, "'tol' parameter"),
+    (SoftKMeans, {"backend": "fortran"}, "'backend' parameter"),
+    (SoftKMeans, {"n_clusters": 0}, "'n_clusters' parameter"),
+    (SoftKMeans, {"record_path": "everything"}, "'record_path' parameter"),
+    (EntmaxKMeans, {"empty_cluster": "drop"}, "'empty_cluster' parameter"),
+    (AnnealedKMeans, {"method": "tsallis"}, "'method' parameter"),
+    (AnnealedKMeans, {"schedule": "fast"}, "'schedule' parameter"),
+    (AnnealedKMeans, {"schedule": [1.0, -1.0]}, "positive temperatures"),
+    (AnnealedKMeans, {"schedule": [1.0, np.nan]}, "NaN"),
+    (AnnealedKMeans, {"n_temperatures": 0}, "'n_temperatures' parameter"),
+    (SoftKMeans, {"init": np.zeros((2, 3))}, "init has shape \\(2, 3\\)"),
+    (SoftKMeans, {"init": np.zeros((3, 2))}, "init has shape \\(3, 2\\)"),
+])
+def test_bad_parameters(Estimator, params, match):
+    with pytest.raises(ValueError, match=match):
+        Estimator(**{"n_clusters": 3, **params}).fit(X)
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_wrong_number_of_features_at_predict(Estimator):
+    model = Estimator(3, random_state=0).fit(X)
+    for method in ("predict", "predict_proba", "transform", "score", "score_samples"):
+        with pytest.raises(ValueError, match="has 2 features, but .* is expecting 3"):
+            getattr(model, method)(X[:, :2])
+
+
+def test_not_fitted():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        SoftKMeans(3).predict(X)
+
+
+@pytest.mark.parametrize("sigma", [1e-12, 1e12])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_extreme_sigma_gives_finite_results(sigma, dtype):
+    Xd = X.astype(dtype)
+    for Estimator in (SoftKMeans, EntmaxKMeans):
+        model = Estimator(3, sigma=sigma, random_state=0, max_iter=20).fit(Xd)
+        for value in (model.cluster_centers_, model.inertia_, model.objective_,
+                      model.predict_proba(Xd), model.score_samples(Xd)):
+            assert np.all(np.isfinite(value))
