@@ -21,6 +21,9 @@ __all__ = ["RunResult", "Trajectory", "alternating", "gradient_descent", "anneal
 
 HARD = RelaxationSpec("hard")
 
+#: A line search gives up (the run has converged) after this many halvings of the step.
+_MAX_HALVINGS = 50
+
 
 @dataclass
 class Trajectory:
@@ -183,7 +186,9 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     iteration tries twice the last accepted step (the first try is
     ``1 / (2 max_j m_j)``, the largest step the heaviest cluster allows) and
     halves it until the Armijo condition
-    ``F(mu - eta g) <= F(mu) - armijo * eta * ||g||^2`` holds.
+    ``F(mu - eta g) <= F(mu) - armijo * eta * ||g||^2`` holds; when no step of
+    the ``_MAX_HALVINGS`` tried decreases ``F`` enough, the centroids stay and
+    the run ends as converged (the gradient is at the rounding level).
 
     Parameters and return value are those of :func:`alternating`, plus
     ``armijo``, the sufficient-decrease constant of the line search.
@@ -197,11 +202,11 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
         grad = 2.0 * (stats.masses[:, None] * centers - stats.sums)
         grad_sq = float(np.sum(grad * grad))
         eta *= 2.0
-        while True:
+        for _ in range(_MAX_HALVINGS):
             new = centers - eta * grad
             new_stats = engine.estep(new, spec)
             accepted = new_stats.objective <= stats.objective - armijo * eta * grad_sq
-            if accepted or relative_step(new, centers) <= tol * 1e-3:
+            if accepted:
                 break
             eta *= 0.5
         if not accepted:
