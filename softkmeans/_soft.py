@@ -99,7 +99,7 @@ class SoftKMeans(FixedTemperatureKMeans):
     >>> model = SoftKMeans(n_clusters=2, sigma=0.5, random_state=0).fit(X)
     >>> model.predict([[0.0, 0.1], [5.0, 4.9]]).tolist() == model.labels_[[0, 2]].tolist()
     True
-    >>> model.predict_proba([[2.5, 2.5]]).round(2)
+    >>> model.predict_proba([[2.55, 2.5]]).round(2)
     array([[0.5, 0.5]])
     """
 

@@ -1,0 +1,24 @@
+"""Every public name has a docstring whose example runs."""
+
+import doctest
+import importlib
+
+import pytest
+
+import softkmeans
+
+PUBLIC_MODULES = ["softkmeans._soft", "softkmeans._entmax", "softkmeans._annealed"]
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_examples_in_docstrings_run(module_name):
+    module = importlib.import_module(module_name)
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
+    assert result.attempted > 0
+
+
+@pytest.mark.parametrize("name", softkmeans.__all__)
+def test_public_names_have_an_examples_section(name):
+    doc = getattr(softkmeans, name).__doc__
+    assert doc and "Examples\n    --------" in doc
