@@ -24,6 +24,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._backends import BACKENDS, get_engine
+from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import RelaxationSpec
 from ._core.temperature import auto_sigma
 
@@ -80,6 +81,10 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         return tags
 
     def _validate_X(self, X, reset):
+        if is_cupy_array(X):
+            from ._backends._cupy import check_cupy_array
+
+            return check_cupy_array(self, X, reset)
         return validate_data(
             self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32],
             order="C", accept_large_sparse=False,
@@ -131,7 +136,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             rows = rng.choice(X.shape[0], size=k, replace=False, p=w / w.sum())
             return np.vstack([engine.row(i) for i in rows])
         centers, _ = kmeans_plusplus(
-            X, k, sample_weight=w, x_squared_norms=engine.x_sq.astype(X.dtype),
+            engine.X, k, sample_weight=w, x_squared_norms=engine.x_sq.astype(X.dtype),
             random_state=rng,
         )
         return np.asarray(centers, dtype=np.float64)
@@ -170,6 +175,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             if best is None or self._run_key(run) < self._run_key(best):
                 best = run
         self._store_run(best, X.dtype, engine)
+        for name in ("cluster_centers_", "labels_", "margins_"):
+            setattr(self, name, like_input(getattr(self, name), X))
         return self
 
     def _store_run(self, run, dtype, engine):
@@ -225,7 +232,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         return X, get_engine(self.backend, X)
 
     def _centers64(self):
-        return np.asarray(self.cluster_centers_, dtype=np.float64)
+        return np.asarray(to_numpy(self.cluster_centers_), dtype=np.float64)
 
     def predict(self, X):
         """Index of the nearest centroid of each sample.
@@ -238,8 +245,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         -------
         labels : ndarray of shape (n_samples,)
         """
-        _, engine = self._engine_for(X)
-        return engine.estep(self._centers64(), _HARD, with_sums=False).labels
+        X, engine = self._engine_for(X)
+        return like_input(engine.estep(self._centers64(), _HARD, with_sums=False).labels, X)
 
     def predict_proba(self, X):
         """Responsibilities of every centroid for each sample.
@@ -315,7 +322,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         -------
         score : float
         """
-        values = self.score_samples(X)
+        values = to_numpy(self.score_samples(X))
         weights = _check_sample_weight(sample_weight, values[:, None], dtype=np.float64,
                                        ensure_non_negative=True)
         return float(np.average(values, weights=weights))

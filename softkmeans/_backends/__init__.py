@@ -9,11 +9,14 @@ missing only fails when its engine is asked for.
 
 import importlib
 
+from ._namespace import is_cupy_array
+
 __all__ = ["BACKENDS", "get_engine", "resolve_backend"]
 
 #: name -> (module, class, what it needs)
 BACKENDS = {
     "numpy": ("._numpy", "NumpyEngine", "numpy"),
+    "cupy": ("._cupy", "CupyEngine", "cupy (pip install softkmeans[gpu])"),
 }
 
 
@@ -37,6 +40,8 @@ def resolve_backend(name, X=None):
                 f"Unknown backend {name!r}; expected 'auto' or one of {sorted(BACKENDS)}."
             )
         return name
+    if is_cupy_array(X):
+        return "cupy"
     return "numpy"
 
 

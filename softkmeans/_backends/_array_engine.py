@@ -1,0 +1,253 @@
+"""The device engine, generic over an array namespace.
+
+:class:`ArrayEngine` runs the passes of the GPU engine with whatever namespace
+its subclass names: numpy here (so that CI, without a GPU, runs the GPU code
+path and compares it with the numpy oracle), CuPy in
+:class:`softkmeans._backends._cupy.CupyEngine`. It differs from the oracle
+:class:`~softkmeans._backends._numpy.NumpyEngine` in ways that matter on a GPU,
+not in what it computes:
+
+- it computes in the dtype of X (float32 stays float32) and sums the
+  statistics in float64;
+- its row blocks are large (:data:`DEVICE_BLOCK_ELEMENTS`), so that kernel
+  launches are few;
+- the update's ``R^T [w X, w]`` is one matrix product (a sparse one-hot matrix
+  for hard assignments), with the weights folded into a copy of X made once;
+- the block kernels are a replaceable :class:`ArrayKernels` object (fused CUDA
+  kernels on a GPU), and the entmax threshold sorts each row's candidates only.
+
+The engine contract is that of the oracle: ``X``, ``sample_weight`` and
+``x_sq`` are host (numpy) arrays, ``row(i)`` is a host float64 vector, and
+:class:`~softkmeans._backends._stats.PassStats` holds host arrays. The
+``n_samples x n_clusters`` results (``responsibilities``, ``sq_distances``,
+``log_sum_exp``) are returned where the input lives, so that a CuPy input
+keeps them on the GPU.
+"""
+
+import numpy as np
+import scipy.sparse
+
+from ._array_kernels import ArrayKernels
+from ._chunks import row_blocks
+from ._namespace import is_cupy_array, to_numpy
+from ._stats import PassStats
+
+__all__ = ["ArrayEngine", "DEVICE_BLOCK_ELEMENTS"]
+
+#: Entries of one (rows x n_clusters) block on a device: 2^27 (512 MiB in float32).
+DEVICE_BLOCK_ELEMENTS = 1 << 27
+
+
+class ArrayEngine:
+    """Chunked passes of the device engine, here with numpy.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        Validated data (float32 or float64), on the host or in the engine's
+        namespace.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        Non-negative weights on the host; ones when None.
+    block_elements : int, default=DEVICE_BLOCK_ELEMENTS
+        Entries of one block of distances.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from softkmeans._backends._array_engine import ArrayEngine
+    >>> from softkmeans._core.responsibilities import RelaxationSpec
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [4.0, 0.0]])
+    >>> stats = ArrayEngine(X).estep(X[[0, 2]], RelaxationSpec("hard"))
+    >>> stats.labels.tolist(), stats.masses.tolist()
+    ([0, 0, 1], [2.0, 1.0])
+    """
+
+    name = "array"
+    xp = np
+    sparse = scipy.sparse
+
+    def __init__(self, X, sample_weight=None, block_elements=DEVICE_BLOCK_ELEMENTS):
+        self._input = X
+        self._host_X = None
+        self._keep_on_device = is_cupy_array(X)
+        self.block_elements = block_elements
+        self.kernels = self._make_kernels()
+        n = X.shape[0]
+        self.sample_weight = (
+            np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        )
+        self._X = self._to_device(X)
+        self._is_sparse = self.sparse.issparse(self._X)
+        self.dtype = np.dtype(X.dtype)
+        self._w64 = self._to_device(self.sample_weight)
+        self._w = self._w64.astype(self.dtype)
+        x_sq = self._row_sq_norms()
+        self.x_sq = np.asarray(self._to_host(x_sq), dtype=np.float64)
+        self._x_sq = x_sq.astype(self.dtype)
+        self._Xw = self._weighted_X()
+
+    # ------------------------------------------------------------ namespace
+    def _make_kernels(self):
+        return ArrayKernels(self.xp)
+
+    def _to_device(self, a):
+        return a
+
+    def _to_host(self, a):
+        return a
+
+    def _output(self, a):
+        """An ``n_samples``-sized result, where the input lives."""
+        return a if self._keep_on_device else self._to_host(a)
+
+    # ----------------------------------------------------------------- data
+    @property
+    def X(self):
+        """The data on the host (copied from the device once, when first asked for)."""
+        if self._host_X is None:
+            self._host_X = to_numpy(self._input)
+        return self._host_X
+
+    @property
+    def n_samples(self):
+        return self._X.shape[0]
+
+    def row(self, i):
+        """Observation ``i`` as a dense float64 host vector."""
+        x = self._X[i:i + 1]
+        x = x.toarray() if self._is_sparse else x
+        return np.asarray(self._to_host(x), dtype=np.float64).ravel()
+
+    def _with_data(self, data):
+        """A CSR matrix with the sparsity pattern of X and the stored values ``data``."""
+        X = self._X
+        return self.sparse.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
+
+    def _row_sq_norms(self):
+        xp = self.xp
+        if self._is_sparse:
+            data = self._X.data.astype(np.float64)
+            return self._with_data(data * data) @ xp.ones(self._X.shape[1])
+        X64 = self._X.astype(np.float64)
+        return xp.sum(X64 * X64, axis=1)
+
+    def _weighted_X(self):
+        """``w X`` (CSR), or ``[w X, w]`` (dense) so that one product gives sums and masses."""
+        xp, X, w = self.xp, self._X, self._w
+        if not self._is_sparse:
+            return xp.concatenate([X * w[:, None], w[:, None]], axis=1)
+        row_of_entry = xp.searchsorted(X.indptr, xp.arange(X.nnz), side="right") - 1
+        return self._with_data(X.data * w[row_of_entry])
+
+    def _blocks(self, centers):
+        C64 = self._to_device(np.asarray(centers, dtype=np.float64))
+        c_sq = self.xp.sum(C64 * C64, axis=1).astype(self.dtype)
+        C = C64.astype(self.dtype)
+        for rows in row_blocks(self.n_samples, C.shape[0], self.block_elements):
+            cross = self.xp.asarray(self._X[rows] @ C.T)
+            yield rows, self.kernels.finish_distances(cross, self._x_sq[rows], c_sq)
+
+    # --------------------------------------------------------------- passes
+    def _assign(self, D, spec):
+        """labels, dmin, margins, responsibilities (None when hard) and row gaps of a block."""
+        kernels = self.kernels
+        labels, dmin, margins = kernels.nearest_two(D)
+        if spec.kind == "hard":
+            return labels, dmin, margins, None, self.xp.zeros_like(dmin)
+        if spec.kind == "softmax":
+            others = kernels.softmax_others(D, labels, dmin, spec.tau)
+            resp = kernels.softmax_resp(D, dmin, others, spec.tau)
+            return labels, dmin, margins, resp, spec.tau * self.xp.log1p(others)
+        resp, row_gap = kernels.entmax(D, dmin, spec)
+        return labels, dmin, margins, resp, row_gap
+
+    def _one_hot_t(self, labels, n_clusters):
+        """The (n_clusters x rows) one-hot matrix of ``labels``, sparse."""
+        xp, m = self.xp, labels.shape[0]
+        return self.sparse.csc_matrix(
+            (xp.ones(m, dtype=self.dtype), labels.astype(np.int32),
+             xp.arange(m + 1, dtype=np.int32)),
+            shape=(n_clusters, m),
+        )
+
+    def _accumulate(self, acc, rows, resp_t, with_sums):
+        """``acc[:, :d] += R^T (w X)`` (when ``with_sums``) and ``acc[:, d] += R^T w``."""
+        d = acc.shape[1] - 1
+        if with_sums and not self._is_sparse:
+            acc += _dense(resp_t @ self._Xw[rows])
+            return
+        acc[:, d] += _dense(resp_t @ self._w[rows][:, None])[:, 0]
+        if with_sums:
+            acc[:, :d] += _dense(self._Xw[rows].T @ resp_t.T).T
+
+    def estep(self, centers, spec, with_sums=True):
+        """One pass: responsibilities at ``centers`` and their statistics.
+
+        Parameters
+        ----------
+        centers : ndarray of shape (n_clusters, n_features)
+        spec : RelaxationSpec
+        with_sums : bool, default=True
+            Accumulate ``sums``; prediction passes skip it.
+
+        Returns
+        -------
+        PassStats
+            With host (numpy) arrays.
+        """
+        xp = self.xp
+        k, d = centers.shape
+        n = self.n_samples
+        acc = xp.zeros((k, d + 1))
+        labels = xp.empty(n, dtype=np.int32)
+        margins = xp.empty(n, dtype=self.dtype)
+        dmin = xp.empty(n, dtype=self.dtype)
+        totals = xp.zeros(3)
+        for rows, D in self._blocks(centers):
+            lab, dm, mg, resp, row_gap = self._assign(D, spec)
+            resp_t = self._one_hot_t(lab, k) if resp is None else resp.T
+            self._accumulate(acc, rows, resp_t, with_sums)
+            w = self._w64[rows]
+            totals += xp.stack([w @ (dm - row_gap).astype(np.float64),
+                                w @ dm.astype(np.float64), w @ row_gap.astype(np.float64)])
+            labels[rows] = lab
+            margins[rows] = mg
+            dmin[rows] = dm
+        acc, totals = self._to_host(acc), self._to_host(totals)
+        objective, inertia, gap = (float(v) for v in totals)
+        return PassStats(
+            np.ascontiguousarray(acc[:, :d]), np.ascontiguousarray(acc[:, d]), objective,
+            inertia, gap, self._to_host(labels),
+            self._to_host(margins).astype(np.float64), self._to_host(dmin).astype(np.float64),
+        )
+
+    def responsibilities(self, centers, spec):
+        """Responsibilities of every observation, shape (n_samples, n_clusters)."""
+        xp, k = self.xp, centers.shape[0]
+        out = xp.empty((self.n_samples, k), dtype=self.dtype)
+        for rows, D in self._blocks(centers):
+            lab, _, _, resp, _ = self._assign(D, spec)
+            out[rows] = _dense(self._one_hot_t(lab, k).T) if resp is None else resp
+        return self._output(out)
+
+    def sq_distances(self, centers):
+        """Squared distances to every centroid, shape (n_samples, n_clusters)."""
+        out = self.xp.empty((self.n_samples, centers.shape[0]), dtype=self.dtype)
+        for rows, D in self._blocks(centers):
+            out[rows] = D
+        return self._output(out)
+
+    def log_sum_exp(self, centers, sigma):
+        """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
+        tau = 2.0 * float(sigma) ** 2
+        out = self.xp.empty(self.n_samples, dtype=self.dtype)
+        for rows, D in self._blocks(centers):
+            labels, dmin, _ = self.kernels.nearest_two(D)
+            others = self.kernels.softmax_others(D, labels, dmin, tau)
+            out[rows] = -dmin / tau + self.xp.log1p(others)
+        return self._output(out)
+
+
+def _dense(a):
+    """A dense array from a matrix product that may have returned a sparse matrix."""
+    return a.toarray() if hasattr(a, "toarray") else a

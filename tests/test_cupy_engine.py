@@ -1,0 +1,276 @@
+"""The GPU engine: its namespace-generic code path on the CPU, CuPy itself on a GPU.
+
+On the CPU, :class:`ArrayEngine` (the CuPy engine's code with numpy as its
+namespace) and :class:`ArrayKernels` are compared with the numpy oracle. Tests
+marked ``gpu`` run :class:`CupyEngine` and :class:`CupyKernels` and are skipped
+unless CuPy sees a CUDA device.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+
+import softkmeans._base as base
+from softkmeans import EntmaxKMeans, SoftKMeans
+from softkmeans._backends import BACKENDS, get_engine, resolve_backend
+from softkmeans._backends._array_engine import ArrayEngine
+from softkmeans._backends._array_kernels import ArrayKernels
+from softkmeans._backends._numpy import NumpyEngine
+from softkmeans._core.responsibilities import (
+    RelaxationSpec,
+    _scaled_logits,
+    _threshold_sorted,
+    block_responsibilities,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = [
+    RelaxationSpec("hard"),
+    RelaxationSpec("softmax", 0.6),
+    RelaxationSpec("entmax", 0.4, 1.5),
+    RelaxationSpec("entmax", 1.5, 1.5),
+    RelaxationSpec("entmax", 0.5, 2.0),
+    RelaxationSpec("entmax", 0.5, 1.3),
+]
+
+
+def _has_gpu():
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    from softkmeans._backends._cupy import gpu_available
+
+    return gpu_available()
+
+
+gpu = pytest.mark.skipif(not _has_gpu(), reason="needs CuPy and a CUDA device")
+
+
+def _data(dtype, sparse, n=300, d=6, k=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if sparse:
+        X[rng.random(X.shape) < 0.5] = 0.0
+    centers = X[rng.choice(n, k, replace=False)] + 0.01
+    w = rng.uniform(0.5, 2.0, n)
+    X = X.astype(dtype)
+    return (sp.csr_matrix(X) if sparse else X), centers, w
+
+
+def _rtol(dtype):
+    return 1e-10 if dtype == np.float64 else 2e-4
+
+
+# ------------------------------------------------------------------ kernels
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.kind}-{s.sigma}-{s.alpha}")
+def test_kernels_match_core_blocks(spec):
+    rng = np.random.default_rng(1)
+    D = rng.uniform(0.0, 4.0, size=(50, 45))
+    D[3, 7] = D[3, 2] = D[3].min() - 0.5  # a tie
+    ref = block_responsibilities(D, spec)
+    kernels = ArrayKernels(np, candidate_cap=8)
+    labels, dmin, margins = kernels.nearest_two(D)
+    assert_array_equal(labels, ref.labels)
+    assert_array_equal(dmin, ref.dmin)
+    assert_array_equal(margins, ref.margins)
+    assert margins[3] == 0.0
+    if spec.kind == "softmax":
+        others = kernels.softmax_others(D, labels, dmin, spec.tau)
+        assert_allclose(spec.tau * np.log1p(others), ref.row_gap, rtol=1e-14)
+        assert_allclose(kernels.softmax_resp(D.copy(), dmin, others, spec.tau), ref.resp,
+                        rtol=1e-14)
+    elif spec.kind == "entmax":
+        resp, row_gap = kernels.entmax(D, dmin, spec)
+        assert_allclose(resp, ref.resp, rtol=1e-12, atol=1e-15)
+        assert_array_equal(resp == 0, ref.resp == 0)
+        assert_allclose(row_gap, ref.row_gap, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("power_two", [True, False])
+def test_candidate_threshold_is_the_full_sort(power_two):
+    """Rows with few, many (over the cap) and all candidates: same threshold as a full sort."""
+    rng = np.random.default_rng(2)
+    k = 60
+    D = rng.uniform(0.0, 1.0, size=(90, k))
+    D[:30] += np.linspace(0.0, 40.0, k)  # few candidates
+    D[30:60] *= 0.05  # every centroid a candidate
+    spec = RelaxationSpec("entmax", 0.5, 1.5 if power_two else 2.0)
+    u = _scaled_logits(D, D.min(axis=1), spec, np)
+    counts = (u > -1).sum(axis=1)
+    assert counts.min() <= 4 and counts.max() == k
+    for cap in (4, 16, 32):
+        t = ArrayKernels(np, candidate_cap=cap).entmax_threshold(u, power_two)
+        assert_array_equal(t, _threshold_sorted(u, power_two, np))
+
+
+# ------------------------------------------------------------------- engine
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("spec", SPECS[:4], ids=lambda s: f"{s.kind}-{s.sigma}")
+def test_array_engine_matches_oracle(dtype, sparse, spec):
+    X, centers, w = _data(dtype, sparse)
+    oracle = NumpyEngine(X, w)
+    engine = ArrayEngine(X, w, block_elements=1000)  # several blocks
+    ref, got = oracle.estep(centers, spec), engine.estep(centers, spec)
+    rtol = _rtol(dtype)
+    assert_array_equal(got.labels, ref.labels)
+    for name in ("sums", "masses", "margins", "dmin"):
+        assert_allclose(getattr(got, name), getattr(ref, name), rtol=rtol, atol=rtol,
+                        err_msg=name)
+    for name in ("objective", "inertia", "gap"):
+        assert_allclose(getattr(got, name), getattr(ref, name), rtol=rtol, atol=rtol * 10,
+                        err_msg=name)
+    no_sums = engine.estep(centers, spec, with_sums=False)
+    assert_allclose(no_sums.masses, ref.masses, rtol=rtol, atol=rtol)
+    assert_allclose(engine.responsibilities(centers, spec), oracle.responsibilities(centers, spec),
+                    rtol=rtol, atol=rtol)
+    assert_allclose(engine.sq_distances(centers), oracle.sq_distances(centers), rtol=rtol,
+                    atol=rtol)
+    assert_allclose(engine.log_sum_exp(centers, 0.7), oracle.log_sum_exp(centers, 0.7),
+                    rtol=rtol, atol=rtol)
+    assert_allclose(engine.x_sq, oracle.x_sq, rtol=rtol)
+    assert_allclose(engine.row(5), oracle.row(5))
+
+
+def test_array_engine_keeps_the_dtype():
+    X, centers, _ = _data(np.float32, False)
+    engine = ArrayEngine(X)
+    assert engine.sq_distances(centers).dtype == np.float32
+    stats = engine.estep(centers, SPECS[1])
+    assert stats.labels.dtype == np.int32 and stats.margins.dtype == np.float64
+
+
+@pytest.mark.parametrize("estimator", [
+    SoftKMeans(4, sigma=0.5, random_state=0),
+    EntmaxKMeans(4, sigma=0.5, random_state=0),
+    EntmaxKMeans(4, sigma="auto", random_state=0, empty_cluster="reseed"),
+], ids=["soft", "entmax", "entmax-auto-reseed"])
+def test_estimators_on_the_device_code_path(estimator, monkeypatch):
+    """Fit with the device engine's code (numpy namespace) = fit with the oracle."""
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.normal(c, 0.4, size=(60, 3)) for c in (0, 3, 6, 9)])
+    ref = estimator.fit(X)
+    ref_centers, ref_labels = ref.cluster_centers_.copy(), ref.labels_.copy()
+    monkeypatch.setattr(base, "get_engine", lambda name, X, w=None: ArrayEngine(X, w, 500))
+    got = estimator.fit(X)
+    assert_array_equal(got.labels_, ref_labels)
+    assert_allclose(got.cluster_centers_, ref_centers, rtol=1e-10)
+    assert_allclose(got.predict_proba(X).sum(axis=1), 1.0)
+
+
+# ------------------------------------------------------------- registry
+def test_cupy_is_a_backend_choice():
+    assert "cupy" in BACKENDS
+    assert "cupy" in SoftKMeans._parameter_constraints["backend"][0].options
+
+
+def test_auto_picks_cupy_for_cupy_arrays():
+    fake = type("ndarray", (), {"__module__": "cupy._core.core"})()
+    assert resolve_backend("auto", fake) == "cupy"
+    assert resolve_backend("auto", np.zeros((2, 2))) == "numpy"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed")
+def test_cupy_backend_without_cupy_says_how_to_install():
+    X = np.zeros((4, 2))
+    with pytest.raises(ImportError, match=r"pip install softkmeans\[gpu\]"):
+        get_engine("cupy", X)
+    with pytest.raises(ImportError, match=r"softkmeans\[gpu\]"):
+        SoftKMeans(2, backend="cupy").fit(X)
+
+
+def test_gpu_check_exits_cleanly_without_a_gpu():
+    if _has_gpu():
+        pytest.skip("a GPU is present")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "no GPU" in out.stdout
+
+
+# -------------------------------------------------------------------- GPU
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.kind}-{s.sigma}-{s.alpha}")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cupy_kernels_match_array_kernels(spec, dtype):
+    import cupy
+
+    from softkmeans._backends._cupy import CupyKernels
+
+    rng = np.random.default_rng(4)
+    D = rng.uniform(0.0, 4.0, size=(70, 45)).astype(dtype)
+    D[3, 7] = D[3, 2] = D[3].min() - 0.5
+    ref, dev = ArrayKernels(np), CupyKernels()
+    Dd = cupy.asarray(D)
+    rtol = _rtol(dtype)
+    got = [a.get() for a in dev.nearest_two(Dd)]
+    want = ref.nearest_two(D)
+    assert_array_equal(got[0], want[0])
+    assert_array_equal(got[1], want[1])
+    assert_allclose(got[2], want[2], rtol=rtol)
+    cross = rng.normal(size=D.shape).astype(dtype)
+    xs, cs = rng.uniform(1, 2, 70).astype(dtype), rng.uniform(1, 2, 45).astype(dtype)
+    assert_allclose(dev.finish_distances(cupy.asarray(cross), cupy.asarray(xs),
+                                         cupy.asarray(cs)).get(),
+                    ref.finish_distances(cross.copy(), xs, cs), rtol=rtol, atol=rtol)
+    if spec.kind == "softmax":
+        lab, dm = want[0], want[1]
+        others = ref.softmax_others(D, lab, dm, spec.tau)
+        got_others = dev.softmax_others(Dd, cupy.asarray(lab), cupy.asarray(dm), spec.tau)
+        assert_allclose(got_others.get(), others, rtol=rtol)
+        got_resp = dev.softmax_resp(Dd.copy(), cupy.asarray(dm), got_others, spec.tau)
+        assert_allclose(got_resp.get(), ref.softmax_resp(D.copy(), dm, others, spec.tau),
+                        rtol=rtol, atol=1e-7)
+    if spec.kind == "entmax":
+        resp, gap = dev.entmax(Dd, cupy.asarray(want[1]), spec)
+        want_resp, want_gap = ref.entmax(D, want[1], spec)
+        assert_allclose(resp.get(), want_resp, rtol=rtol, atol=1e-7)
+        assert_allclose(gap.get(), want_gap, rtol=rtol, atol=1e-6)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("spec", SPECS[:4], ids=lambda s: f"{s.kind}-{s.sigma}")
+def test_cupy_engine_matches_oracle(dtype, sparse, spec):
+    from softkmeans._backends._cupy import CupyEngine
+
+    X, centers, w = _data(dtype, sparse)
+    ref = NumpyEngine(X, w).estep(centers, spec)
+    got = CupyEngine(X, w, block_elements=1000).estep(centers, spec)
+    rtol = _rtol(dtype)
+    assert_array_equal(got.labels, ref.labels)
+    for name in ("sums", "masses", "margins"):
+        assert_allclose(getattr(got, name), getattr(ref, name), rtol=rtol, atol=rtol)
+    assert_allclose(got.objective, ref.objective, rtol=rtol)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_estimators_keep_cupy_inputs_on_the_gpu(Estimator):
+    import cupy
+
+    rng = np.random.default_rng(5)
+    X = np.vstack([rng.normal(c, 0.4, size=(60, 3)) for c in (0, 3, 6)]).astype(np.float32)
+    ref = Estimator(3, sigma=0.5, random_state=0).fit(X)
+    model = Estimator(3, sigma=0.5, random_state=0).fit(cupy.asarray(X))
+    assert isinstance(model.cluster_centers_, cupy.ndarray)
+    assert isinstance(model.labels_, cupy.ndarray)
+    assert isinstance(model.predict(cupy.asarray(X)), cupy.ndarray)
+    assert isinstance(model.predict_proba(cupy.asarray(X)), cupy.ndarray)
+    assert_array_equal(model.labels_.get(), ref.labels_)
+    assert_allclose(model.cluster_centers_.get(), ref.cluster_centers_, rtol=1e-4, atol=1e-5)
+    host = Estimator(3, sigma=0.5, random_state=0, backend="cupy").fit(X)
+    assert isinstance(host.cluster_centers_, np.ndarray)
+    assert isinstance(host.predict_proba(X), np.ndarray)
+    assert np.isfinite(model.score(cupy.asarray(X)))
