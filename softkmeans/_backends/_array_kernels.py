@@ -20,6 +20,7 @@ from .._core.responsibilities import (
     _scaled_logits,
     _threshold_bisection,
     _threshold_sorted,
+    entmax_from_threshold,
 )
 
 __all__ = ["ArrayKernels", "CANDIDATE_CAP"]
@@ -93,17 +94,12 @@ class ArrayKernels:
         """Entmax responsibilities and the row gaps ``dmin_i - row_objective_i``."""
         xp = self.xp
         alpha = float(spec.alpha)
-        exponent = 1.0 / (alpha - 1.0)
         u = _scaled_logits(D, dmin, spec, xp)
         if alpha in (1.5, 2.0):
             t = self.entmax_threshold(u, alpha == 1.5)
         else:
-            t = _threshold_bisection(u, exponent, xp)
-        resp = xp.maximum(u - t[:, None], 0.0) ** exponent
-        resp /= xp.sum(resp, axis=1)[:, None]
-        entropy = (1.0 - xp.sum(resp**alpha, axis=1)) / (alpha * (alpha - 1.0))
-        excess = xp.sum(resp * (D - dmin[:, None]), axis=1)
-        return resp, spec.tau * entropy - excess
+            t = _threshold_bisection(u, 1.0 / (alpha - 1.0), xp)
+        return entmax_from_threshold(u, t, D, dmin, spec, xp)
 
     def entmax_threshold(self, u, power_two):
         """Exact threshold of the sorted algorithm, sorting each row's candidates only.

@@ -27,6 +27,7 @@ __all__ = [
     "nearest_two",
     "softmax_block",
     "entmax_block",
+    "entmax_from_threshold",
     "hard_block",
     "log_sum_exp_block",
     "entmax_support_width",
@@ -228,12 +229,36 @@ def entmax_block(D, spec, xp=np):
         t = _threshold_sorted(u, False, xp)
     else:
         t = _threshold_bisection(u, exponent, xp)
-    resp = xp.maximum(u - t[:, None], 0.0) ** exponent
+    resp, row_gap = entmax_from_threshold(u, t, D, dmin, spec, xp)
+    return BlockResult(resp, labels, dmin, margins, dmin - row_gap, row_gap)
+
+
+def entmax_from_threshold(u, t, D, dmin, spec, xp=np):
+    """Entmax responsibilities and row gaps once the threshold of each row is known.
+
+    Parameters
+    ----------
+    u : array of shape (n_rows, n_clusters)
+        Scaled logits ``(alpha - 1) z`` with row maximum 0.
+    t : array of shape (n_rows,)
+        Thresholds.
+    D, dmin : arrays
+        Squared distances and their row minima.
+    spec : RelaxationSpec
+    xp : module, default=numpy
+
+    Returns
+    -------
+    resp : array of shape (n_rows, n_clusters)
+    row_gap : array of shape (n_rows,)
+        ``tau H_alpha(r_i) - sum_j r_ij (d_ij - dmin_i)``.
+    """
+    alpha = float(spec.alpha)
+    resp = xp.maximum(u - t[:, None], 0.0) ** (1.0 / (alpha - 1.0))
     resp /= xp.sum(resp, axis=1)[:, None]
     entropy = (1.0 - xp.sum(resp**alpha, axis=1)) / (alpha * (alpha - 1.0))
     excess = xp.sum(resp * (D - dmin[:, None]), axis=1)
-    row_gap = spec.tau * entropy - excess
-    return BlockResult(resp, labels, dmin, margins, dmin - row_gap, row_gap)
+    return resp, spec.tau * entropy - excess
 
 
 _BLOCKS = {"hard": hard_block, "softmax": softmax_block, "entmax": entmax_block}
