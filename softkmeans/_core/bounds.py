@@ -71,13 +71,14 @@ def margin_gap_bounds(margin_min, sigma, n_clusters, total_weight, weight_at_min
     """Prop 8: ``w* sigma^2 e^-beta <= J - F_sigma <= 2 n (k-1) sigma^2 e^-beta``.
 
     ``weight_at_min`` is the weight of an observation attaining ``Delta_min``
-    (1 without sample weights): the lower bound comes from that one term.
+    (1 without sample weights): the lower bound comes from that one term. With
+    a single centroid both gaps are 0 and so are both bounds.
 
     Returns
     -------
     lower, upper : float
     """
-    decay = sigma**2 * math.exp(-beta(margin_min, sigma))
+    decay = sigma**2 * math.exp(-beta(margin_min, sigma)) if n_clusters > 1 else 0.0
     return weight_at_min * decay, 2.0 * total_weight * (n_clusters - 1) * decay
 
 
