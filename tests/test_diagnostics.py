@@ -223,3 +223,14 @@ def test_bounds_tolerances_follow_appendix_c():
     assert bounds.tol_value(10, 3, 2.0, 5.0) == 4 * 10 * 3 * u * 2.0 * 5.0
     assert bounds.tol_centroid(10, 3, 7.0) == 4 * 10 * 3 * u * 7.0
     assert bounds.tol_relative(10, 3, -2.0) == 4 * 10 * 3 * u * 2.0
+
+
+def test_example_figure_runs_headless(tmp_path, monkeypatch):
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "examples" / "plot_responsibilities.py"
+    out = tmp_path / "fig.png"
+    monkeypatch.setattr("sys.argv", [str(script), str(out), "12"])
+    runpy.run_path(str(script), run_name="__main__")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
