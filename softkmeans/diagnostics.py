@@ -403,7 +403,7 @@ def _value_checks(engine, config, passes, sigma, alpha):
     """Rows for the value gaps: Thm 4, Props 6-8, Prop 22(b) and the ordering."""
     k, n, W = config.n_clusters, engine.n_samples, config.total_weight
     soft, ent = passes["softmax"].gap, passes["entmax"].gap
-    tol = bounds.tol_value(n, k, float(engine.sample_weight.max()), config.R**2)
+    tol = bounds.tol_value(n, k, float(engine.sample_weight.max()), config.R**2, sigma, alpha)
     lower, upper = bounds.margin_gap_bounds(config.margin_min, sigma, k, W, config.weight_at_min)
     unidentified = _unidentified_weight(config, engine, sigma, alpha)
     return [

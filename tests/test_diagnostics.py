@@ -221,6 +221,7 @@ def test_warning_above_critical_temperature(data):
 def test_bounds_tolerances_follow_appendix_c():
     u = 2.0**-53
     assert bounds.tol_value(10, 3, 2.0, 5.0) == 4 * 10 * 3 * u * 2.0 * 5.0
+    assert bounds.tol_value(10, 3, 2.0, 5.0, 1.0, 2.0) == 4 * 10 * 3 * u * 2.0 * 6.0
     assert bounds.tol_centroid(10, 3, 7.0) == 4 * 10 * 3 * u * 7.0
     assert bounds.tol_relative(10, 3, -2.0) == 4 * 10 * 3 * u * 2.0
 

@@ -9,7 +9,8 @@ With sample weights, counts become weight sums (``n`` is the total weight).
 Tolerances follow App. C of the paper: an observed quantity satisfies an upper
 bound ``U`` when it does not exceed ``U + tol``, where ``tol`` is ``c = 4`` times
 a worst-case rounding error of the computation: ``c n k u max_i w_i max_ij d_ij``
-for value gaps, ``c n k u`` relative for the softmax gap (evaluated through
+for value gaps (plus the scale ``2 sigma^2 / (alpha (alpha - 1))`` of the
+entropy term for entmax gaps), ``c n k u`` relative for the softmax gap (evaluated through
 ``log1p``), ``c n k u max_i ||x_i||`` for centroid maps; ``u = 2^-53``.
 """
 
@@ -203,9 +204,19 @@ def _sigma_star(delta, R, rho, n_clusters, r_star):
 
 
 # ------------------------------------------------------------- tolerances
-def tol_value(n_rows, n_clusters, max_weight, max_sq_distance):
-    """``c n k u max_i w_i max_ij d_ij``: absolute tolerance of a value gap."""
-    return SAFETY_FACTOR * n_rows * n_clusters * UNIT_ROUNDOFF * max_weight * max_sq_distance
+def tol_value(n_rows, n_clusters, max_weight, max_sq_distance, sigma=0.0, alpha=None):
+    """``c n k u max_i w_i (max_ij d_ij + 2 sigma^2 / (alpha (alpha - 1)))``.
+
+    Absolute tolerance of a value gap. The first term is App. C's; the second
+    is the scale of the entropy term of an entmax-alpha gap, computed as
+    ``2 sigma^2 (1 - sum_j p_j^alpha) / (alpha (alpha - 1))``, whose rounding
+    the paper's term does not cover when ``sigma^2`` is large against the
+    distances or alpha is close to 1.
+    """
+    scale = max_sq_distance
+    if alpha is not None:
+        scale += 2.0 * sigma**2 / (alpha * (alpha - 1.0))
+    return SAFETY_FACTOR * n_rows * n_clusters * UNIT_ROUNDOFF * max_weight * scale
 
 
 def tol_relative(n_rows, n_clusters, value):
