@@ -365,7 +365,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
             sigma = float(self.sigma)
         self._resolved_spec = self._spec(sigma)
         self._critical_sigma = float(np.sqrt(lambda_max(engine.X, engine.sample_weight)))
-        if sigma > self._critical_sigma:
+        if self._resolved_spec.kind == "softmax" and sigma > self._critical_sigma:
             warnings.warn(
                 f"sigma={sigma:.4g} is above the critical temperature sqrt(lambda_max)="
                 f"{self._critical_sigma:.4g} of the data: all centroids may collapse to the "

@@ -4,12 +4,14 @@ __all__ = ["CriticalTemperatureWarning"]
 
 
 class CriticalTemperatureWarning(UserWarning):
-    """A soft K-Means was fitted above the critical temperature.
+    """A softmax K-Means was fitted above the critical temperature.
 
     At ``sigma^2 > lambda_max``, the largest eigenvalue of the data covariance,
     the configuration with every softmax centroid at the data mean is a strict
     local minimizer of ``F_sigma`` (Prop. 9 of the paper), and the alternating
     update typically brings all centroids there: the clustering collapses.
+    Entmax estimators are not warned: their sparse responsibilities keep
+    distant centroids apart at this temperature.
 
     Examples
     --------

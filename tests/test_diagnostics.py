@@ -215,7 +215,8 @@ def test_warning_above_critical_temperature(data):
     sigma_c = critical_sigma(X)
     with pytest.warns(CriticalTemperatureWarning, match=f"{sigma_c:.4g}"):
         SoftKMeans(3, sigma=1.1 * sigma_c, random_state=0, backend="numpy").fit(X)
-    _fit(EntmaxKMeans, X, sigma=0.9 * sigma_c)
+    _fit(SoftKMeans, X, sigma=0.9 * sigma_c)
+    _fit(EntmaxKMeans, X, sigma=1.1 * sigma_c)  # Prop. 9 is about F_sigma only
 
 
 def test_bounds_tolerances_follow_appendix_c():
