@@ -8,6 +8,7 @@ temperature once the data and the first starting centroids are known) and
 and :mod:`softkmeans._backends`.
 """
 
+import warnings
 from abc import abstractmethod
 from numbers import Integral, Real
 
@@ -26,7 +27,9 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import RelaxationSpec
-from ._core.temperature import auto_sigma
+from ._core.temperature import auto_sigma, lambda_max
+from .diagnostics import fitted_diagnostics
+from .exceptions import CriticalTemperatureWarning
 
 __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
 
@@ -192,6 +195,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self.margins_ = stats.margins
         self.margin_min_ = float(stats.margins.min())
         self._n_features_out = self.n_clusters
+        critical = getattr(self, "_critical_sigma", None)
+        for name, value in fitted_diagnostics(engine, run, critical).items():
+            setattr(self, name, value)
         if self.record_path:
             self.path_ = [stage.as_dict() for stage in run.stages]
 
@@ -363,6 +369,14 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         else:
             sigma = float(self.sigma)
         self._resolved_spec = self._spec(sigma)
+        self._critical_sigma = float(np.sqrt(lambda_max(engine.X, engine.sample_weight)))
+        if self._resolved_spec.kind == "softmax" and sigma > self._critical_sigma:
+            warnings.warn(
+                f"sigma={sigma:.4g} is above the critical temperature sqrt(lambda_max)="
+                f"{self._critical_sigma:.4g} of the data: all centroids may collapse to the "
+                "data mean (Prop. 9). Use a smaller sigma.",
+                CriticalTemperatureWarning, stacklevel=3,
+            )
 
 
 def _total_variance(engine):

@@ -1,0 +1,328 @@
+"""The paper's bounds as formulas of a few scalars, and the certificate that checks them.
+
+Nothing here touches the data: every function takes the constants of one
+configuration (margins, balance, radii, masses, ...) that
+:mod:`softkmeans.diagnostics` computes with an engine, and returns a bound.
+Theorem numbers are those of arXiv 2603.04625 (see ``MATH.md`` of the project).
+With sample weights, counts become weight sums (``n`` is the total weight).
+
+Tolerances follow App. C of the paper: an observed quantity satisfies an upper
+bound ``U`` when it does not exceed ``U + tol``, where ``tol`` is ``c = 4`` times
+a worst-case rounding error of the computation: ``c n k u max_i w_i max_ij d_ij``
+for value gaps (plus the scale ``2 sigma^2 / (alpha (alpha - 1))`` of the
+entropy term for entmax gaps), ``c n k u`` relative for the softmax gap (evaluated through
+``log1p``), ``c n k u max_i ||x_i||`` for centroid maps; ``u = 2^-53``.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "SAFETY_FACTOR",
+    "UNIT_ROUNDOFF",
+    "BoundCheck",
+    "Certificate",
+    "beta",
+    "centroid_map_bound",
+    "fixed_point_constants",
+    "identification_sigma",
+    "margin_gap_bounds",
+    "q_factor",
+    "softmax_uniform_bound",
+    "tol_centroid",
+    "tol_relative",
+    "tol_value",
+    "tsallis_entropy_max",
+    "tsallis_uniform_bound",
+    "unidentified_gap_bound",
+    "unidentified_map_bound",
+    "unidentified_width",
+]
+
+#: Unit roundoff of IEEE double precision.
+UNIT_ROUNDOFF = 2.0**-53
+#: Safety factor ``c`` of the declared tolerances (App. C).
+SAFETY_FACTOR = 4.0
+
+
+# ------------------------------------------------------------------ values
+def softmax_uniform_bound(total_weight, sigma, n_clusters):
+    """Thm 4: ``J - F_sigma <= 2 n sigma^2 log k``."""
+    return 2.0 * total_weight * sigma**2 * math.log(n_clusters)
+
+
+def tsallis_entropy_max(n_clusters, alpha):
+    """Largest Tsallis entropy on the simplex: ``(1 - k^(1-alpha)) / (alpha (alpha - 1))``."""
+    return (1.0 - n_clusters ** (1.0 - alpha)) / (alpha * (alpha - 1.0))
+
+
+def tsallis_uniform_bound(total_weight, sigma, n_clusters, alpha):
+    """Prop 6: ``J - F^alpha_sigma <= 2 n sigma^2 H_alpha^max`` (``(8/3)(1 - 1/sqrt k)`` at 3/2)."""
+    return 2.0 * total_weight * sigma**2 * tsallis_entropy_max(n_clusters, alpha)
+
+
+def beta(margin_min, sigma):
+    """``beta = Delta_min / (2 sigma^2)``, the margin in units of the entropic weight."""
+    return margin_min / (2.0 * sigma**2)
+
+
+def margin_gap_bounds(margin_min, sigma, n_clusters, total_weight, weight_at_min):
+    """Prop 8: ``w* sigma^2 e^-beta <= J - F_sigma <= 2 n (k-1) sigma^2 e^-beta``.
+
+    ``weight_at_min`` is the weight of an observation attaining ``Delta_min``
+    (1 without sample weights): the lower bound comes from that one term. With
+    a single centroid both gaps are 0 and so are both bounds.
+
+    Returns
+    -------
+    lower, upper : float
+    """
+    decay = sigma**2 * math.exp(-beta(margin_min, sigma)) if n_clusters > 1 else 0.0
+    return weight_at_min * decay, 2.0 * total_weight * (n_clusters - 1) * decay
+
+
+def unidentified_width(sigma, alpha):
+    """Margin ``2 sigma^2 / (alpha - 1)`` below which an entmax row is not one-hot (Lemma 19)."""
+    return 2.0 * sigma**2 / (alpha - 1.0)
+
+
+def identification_sigma(margin, alpha):
+    """``sqrt((alpha - 1) Delta / 2)``: the largest sigma at which a margin is identified."""
+    return np.sqrt((alpha - 1.0) * np.asarray(margin, dtype=np.float64) / 2.0)
+
+
+def unidentified_gap_bound(sigma, n_clusters, alpha, unidentified_weight):
+    """Prop 22(b): ``J - F^alpha <= 2 sigma^2 H_alpha^max N_sigma``.
+
+    Stated in the paper at alpha = 3/2; the proof (identified rows contribute 0,
+    the others at most ``2 sigma^2 H_alpha^max``) holds for every alpha > 1 with
+    ``N_sigma`` counted at the width of :func:`unidentified_width`.
+    """
+    return 2.0 * sigma**2 * tsallis_entropy_max(n_clusters, alpha) * unidentified_weight
+
+
+# ---------------------------------------------------------- centroid maps
+def q_factor(margin, sigma, n_clusters):
+    """``q(sigma) = (k - 1) exp(-Delta / (2 sigma^2))`` (Thm 18)."""
+    return (n_clusters - 1) * math.exp(-beta(margin, sigma))
+
+
+def _geometric(q):
+    """``q / (1 - q)``, infinite (a vacuous bound) when ``q >= 1``."""
+    return q / (1.0 - q) if q < 1.0 else math.inf
+
+
+def centroid_map_bound(radii, rho, q):
+    """Thm 18: ``||T_sigma,j - T_Lloyd,j|| <= (B_j / rho) q / (1 - q)``, per cluster.
+
+    Infinite when ``q >= 1`` or a cluster is empty (``rho = 0``).
+    """
+    radii = np.asarray(radii, dtype=np.float64)
+    if rho <= 0.0:
+        return np.full_like(radii, math.inf)
+    factor = _geometric(q)
+    if math.isinf(factor):
+        return np.full_like(radii, math.inf)
+    return radii / rho * factor
+
+
+def unidentified_map_bound(radii, cluster_weights, unidentified_weight):
+    """Prop 22(c): ``||T^alpha_j - T_Lloyd,j|| <= B_j N_sigma / (|S_j| - N_sigma)``.
+
+    Infinite for the clusters with ``|S_j| <= N_sigma``; 0 when every row is
+    identified.
+    """
+    radii = np.asarray(radii, dtype=np.float64)
+    room = np.asarray(cluster_weights, dtype=np.float64) - unidentified_weight
+    out = np.full_like(radii, math.inf)
+    ok = room > 0
+    out[ok] = radii[ok] * unidentified_weight / room[ok]
+    return out
+
+
+def fixed_point_constants(margin_min, R, rho, n_clusters, sigma):
+    """Lemma 23 and Thms 24-25: ``r*``, ``q'``, ``eps(sigma)``, ``L(sigma)``, ``sigma*``.
+
+    Parameters
+    ----------
+    margin_min : float
+        ``Delta_min`` of the configuration (``delta`` along a Lloyd path).
+    R : float
+        ``max_ij ||x_i - mu_j||``.
+    rho : float
+        Balance ``min_j |S_j| / n``.
+    n_clusters : int
+    sigma : float
+
+    Returns
+    -------
+    dict
+        ``r_star = sqrt(R^2 + Delta/4) - R`` (computed without cancellation),
+        ``q_prime = (k-1) exp(-Delta / (4 sigma^2))``,
+        ``eps = (R / rho) q' / (1 - q')``,
+        ``L = k (R + r*)^2 / (rho sigma^2) q' / (1 - q')``, ``sigma_star`` (the
+        largest sigma with ``eps <= r*``) and ``hypothesis`` (``eps <= r*``).
+    """
+    quarter = margin_min / 4.0
+    r_star = quarter / (math.sqrt(R * R + quarter) + R) if quarter > 0 else 0.0
+    q_prime = (n_clusters - 1) * math.exp(-margin_min / (4.0 * sigma**2))
+    factor = _geometric(q_prime)
+    if rho <= 0:
+        eps = big_l = math.inf
+    else:
+        eps = R / rho * factor if R > 0 else 0.0
+        big_l = n_clusters * (R + r_star) ** 2 / (rho * sigma**2) * factor
+    return {
+        "r_star": r_star,
+        "q_prime": q_prime,
+        "eps": eps,
+        "L": big_l,
+        "sigma_star": _sigma_star(margin_min, R, rho, n_clusters, r_star),
+        "hypothesis": bool(eps <= r_star),
+    }
+
+
+def _sigma_star(delta, R, rho, n_clusters, r_star):
+    """``sigma*^2 = delta / (4 log((1 + a)(k - 1) / a))``, ``a = r* rho / R``.
+
+    ``eps(sigma) <= r*`` is ``q' <= a / (1 + a)``; it holds at every sigma when
+    the logarithm is not positive (one cluster, or ``R = 0`` with k = 2) and at
+    none when ``delta = 0`` or a cluster is empty.
+    """
+    if delta <= 0 or rho <= 0:
+        return 0.0
+    if n_clusters == 1:
+        return math.inf
+    log_arg = math.log(n_clusters - 1) if R == 0 else math.log(
+        (1.0 + r_star * rho / R) * (n_clusters - 1) / (r_star * rho / R)
+    )
+    if log_arg <= 0:
+        return math.inf
+    return math.sqrt(delta / (4.0 * log_arg))
+
+
+# ------------------------------------------------------------- tolerances
+def tol_value(n_rows, n_clusters, max_weight, max_sq_distance, sigma=0.0, alpha=None):
+    """``c n k u max_i w_i (max_ij d_ij + 2 sigma^2 / (alpha (alpha - 1)))``.
+
+    Absolute tolerance of a value gap. The first term is App. C's; the second
+    is the scale of the entropy term of an entmax-alpha gap, computed as
+    ``2 sigma^2 (1 - sum_j p_j^alpha) / (alpha (alpha - 1))``, whose rounding
+    the paper's term does not cover when ``sigma^2`` is large against the
+    distances or alpha is close to 1.
+    """
+    scale = max_sq_distance
+    if alpha is not None:
+        scale += 2.0 * sigma**2 / (alpha * (alpha - 1.0))
+    return SAFETY_FACTOR * n_rows * n_clusters * UNIT_ROUNDOFF * max_weight * scale
+
+
+def tol_relative(n_rows, n_clusters, value):
+    """``c n k u |value|``: relative tolerance of the softmax gap."""
+    return SAFETY_FACTOR * n_rows * n_clusters * UNIT_ROUNDOFF * abs(value)
+
+
+def tol_centroid(n_rows, n_clusters, max_norm):
+    """``c n k u max_i ||x_i||``: absolute tolerance of a centroid-map error."""
+    return SAFETY_FACTOR * n_rows * n_clusters * UNIT_ROUNDOFF * max_norm
+
+
+# ------------------------------------------------------------ certificate
+@dataclass(frozen=True)
+class BoundCheck:
+    """One bound evaluated at one configuration.
+
+    Attributes
+    ----------
+    name : str
+        Short identifier.
+    source : str
+        Where the bound comes from in the paper.
+    observed : float
+        The computed quantity.
+    bound : float
+        The analytic bound (``inf`` when vacuous).
+    tolerance : float
+        Declared rounding tolerance.
+    relation : {"<=", ">="}
+        ``observed <= bound + tolerance`` or ``observed >= bound - tolerance``.
+    """
+
+    name: str
+    source: str
+    observed: float
+    bound: float
+    tolerance: float
+    relation: str = "<="
+
+    @property
+    def holds(self):
+        """Whether the observed quantity satisfies the bound within the tolerance."""
+        if self.relation == "<=":
+            return bool(self.observed <= self.bound + self.tolerance)
+        return bool(self.observed >= self.bound - self.tolerance)
+
+
+@dataclass
+class Certificate:
+    """Every bound of the paper evaluated at one configuration.
+
+    Attributes
+    ----------
+    checks : list of BoundCheck
+        One row per bound.
+    constants : dict
+        The configuration's constants that enter the bounds (``sigma``,
+        ``alpha``, ``margin_min``, ``beta``, ``rho``, ``R``, ``q``, ``r_star``,
+        ``eps``, ``sigma_star``, ...).
+    """
+
+    checks: list
+    constants: dict = field(default_factory=dict)
+
+    @property
+    def all_hold(self):
+        """True when every bound holds within its tolerance."""
+        return all(check.holds for check in self.checks)
+
+    def __getitem__(self, name):
+        for check in self.checks:
+            if check.name == name:
+                return check
+        raise KeyError(name)
+
+    def __iter__(self):
+        return iter(self.checks)
+
+    def __len__(self):
+        return len(self.checks)
+
+    def to_frame(self):
+        """The checks as a :class:`pandas.DataFrame`, one row per bound (needs pandas)."""
+        import pandas as pd
+
+        rows = [
+            {"bound_name": c.name, "source": c.source, "observed": c.observed,
+             "relation": c.relation, "bound": c.bound, "tolerance": c.tolerance,
+             "holds": c.holds}
+            for c in self.checks
+        ]
+        return pd.DataFrame(rows).set_index("bound_name")
+
+    def __repr__(self):
+        head = ("check", "source", "observed", "", "bound", "tolerance", "holds")
+        body = [
+            (c.name, c.source, f"{c.observed:.6g}", c.relation, f"{c.bound:.6g}",
+             f"{c.tolerance:.2g}", "yes" if c.holds else "NO")
+            for c in self.checks
+        ]
+        widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                 for row in [head, *body]]
+        shown = ("sigma", "alpha", "margin_min", "beta", "rho", "q", "sigma_star")
+        consts = ", ".join(f"{key}={self.constants[key]:.4g}" for key in shown
+                           if key in self.constants)
+        verdict = "all bounds hold" if self.all_hold else "SOME BOUNDS FAIL"
+        return f"Certificate({verdict}; {consts})\n" + "\n".join(lines)

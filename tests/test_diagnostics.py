@@ -1,0 +1,238 @@
+"""softkmeans.diagnostics against brute-force numpy formulas, and the fitted attributes."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import logsumexp, softmax
+
+from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
+from softkmeans._core import bounds
+from softkmeans.diagnostics import (
+    BoundCheck,
+    Certificate,
+    balance,
+    centroid_map_bound,
+    certify,
+    critical_sigma,
+    fixed_point_constants,
+    identification_sigma,
+    margins,
+    objective_gaps,
+    radii,
+    responsibilities,
+    unidentified_count,
+)
+from softkmeans.exceptions import CriticalTemperatureWarning
+
+NP = {"backend": "numpy"}
+
+
+@pytest.fixture
+def data():
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(m, 0.8, size=(15, 2)) for m in ([0, 0], [4, 0], [2, 3])])
+    centers = np.array([[0.2, 0.1], [3.8, -0.2], [2.1, 2.7]])
+    return X, centers, rng.uniform(0.5, 2.0, size=len(X))
+
+
+def sq_dist(X, centers):
+    return ((np.asarray(X, float)[:, None, :] - centers[None]) ** 2).sum(-1)
+
+
+def test_margins_balance_radii_match_brute_force(data):
+    X, centers, _ = data
+    D = np.sort(sq_dist(X, centers), axis=1)
+    delta, delta_min = margins(X, centers, **NP)
+    np.testing.assert_allclose(delta, D[:, 1] - D[:, 0], rtol=1e-10, atol=1e-10)
+    assert delta_min == pytest.approx(delta.min())
+    labels = sq_dist(X, centers).argmin(1)
+    assert balance(X, centers, **NP) == pytest.approx(np.bincount(labels).min() / len(X))
+    lloyd = np.array([X[labels == j].mean(0) for j in range(3)])
+    B, R = radii(X, centers, **NP)
+    np.testing.assert_allclose(B, np.sqrt(sq_dist(X, lloyd).max(0)), rtol=1e-10)
+    assert R == pytest.approx(np.sqrt(sq_dist(X, centers).max()))
+
+
+def test_ties_have_zero_margin_and_zero_weights_are_ignored():
+    X = np.array([[0.0], [1.0], [2.0], [5.0]])
+    centers = np.array([[0.0], [2.0]])
+    delta, delta_min = margins(X, centers, **NP)
+    assert delta[1] == 0 and delta_min == 0
+    _, delta_min = margins(X, centers, sample_weight=[1, 0, 1, 1], **NP)
+    assert delta_min == 4.0
+
+
+def test_responsibilities_and_identification(data):
+    X, centers, _ = data
+    sigma = 0.7
+    np.testing.assert_allclose(responsibilities(X, centers, sigma, **NP),
+                               softmax(-sq_dist(X, centers) / (2 * sigma**2), axis=1),
+                               rtol=1e-10, atol=1e-300)
+    delta, delta_min = margins(X, centers, **NP)
+    for alpha in (1.5, 2.0, 3.0):
+        resp = responsibilities(X, centers, sigma, alpha, **NP)
+        np.testing.assert_allclose(resp.sum(1), 1.0)
+        not_one_hot = ~np.all((resp == 0) | (resp == 1), axis=1)
+        assert unidentified_count(X, centers, sigma, alpha, **NP) == not_one_hot.sum()
+        np.testing.assert_array_equal(not_one_hot, delta < 2 * sigma**2 / (alpha - 1))
+        assert identification_sigma(X, centers, alpha, **NP) == pytest.approx(
+            np.sqrt((alpha - 1) * delta_min / 2))
+    np.testing.assert_allclose(identification_sigma(X, centers, per_sample=True, **NP),
+                               np.sqrt(delta) / 2)
+
+
+def test_critical_sigma_is_the_root_of_the_top_covariance_eigenvalue(data):
+    X, _, w = data
+    top = np.linalg.eigvalsh(np.cov(X.T, bias=True))[-1]
+    assert critical_sigma(X) == pytest.approx(np.sqrt(top))
+    counts = np.arange(len(X)) % 3 + 1
+    assert critical_sigma(X, counts) == pytest.approx(critical_sigma(np.repeat(X, counts, 0)))
+
+
+def test_objective_gaps_match_direct_evaluation(data):
+    X, centers, _ = data
+    sigma, tau = 1.5, 2 * 1.5**2
+    D = sq_dist(X, centers)
+    J = D.min(1).sum()
+    F = -tau * logsumexp(-D / tau, axis=1).sum()
+    R = responsibilities(X, centers, sigma, 1.5, **NP)
+    F_ts = np.sum((R * D).sum(1) - tau * (4 / 3) * (1 - (R**1.5).sum(1)))
+    gaps = objective_gaps(X, centers, sigma, **NP)
+    assert gaps.constants["softmax_gap"] == pytest.approx(J - F, rel=1e-9)
+    assert gaps.constants["tsallis_gap"] == pytest.approx(J - F_ts, rel=1e-9)
+    assert gaps.all_hold
+    assert gaps["softmax_gap_uniform"].bound == pytest.approx(2 * len(X) * sigma**2 * np.log(3))
+    assert gaps["tsallis_gap_uniform"].bound == pytest.approx(
+        8 / 3 * len(X) * sigma**2 * (1 - 1 / np.sqrt(3)))
+
+
+def test_softmax_gap_keeps_relative_precision_at_low_temperature(data):
+    X, centers, _ = data
+    delta_min = margins(X, centers, **NP)[1]
+    sigma = np.sqrt(delta_min / 2 / 200)  # beta = 200: J - F is far below eps * J
+    gaps = objective_gaps(X, centers, sigma, **NP)
+    assert 0 < gaps.constants["softmax_gap"] < 1e-80
+    assert gaps["softmax_gap_margin_lower"].holds and gaps["softmax_gap_margin_upper"].holds
+
+
+def test_centroid_map_bound_formula(data):
+    X, centers, _ = data
+    sigma = 0.6
+    bound, q = centroid_map_bound(X, centers, sigma, **NP)
+    delta_min = margins(X, centers, **NP)[1]
+    assert q == pytest.approx(2 * np.exp(-delta_min / (2 * sigma**2)))
+    B, _ = radii(X, centers, **NP)
+    np.testing.assert_allclose(bound, B / balance(X, centers, **NP) * q / (1 - q))
+    assert np.all(np.isinf(centroid_map_bound(X, centers, 50.0, **NP)[0]))
+
+
+def test_fixed_point_constants_and_sigma_star(data):
+    X, centers, _ = data
+    c = fixed_point_constants(X, centers, 1.0, **NP)
+    assert c["r_star"] == pytest.approx(np.sqrt(c["R"] ** 2 + c["delta"] / 4) - c["R"])
+    star = c["sigma_star"]
+    assert fixed_point_constants(X, centers, 0.999 * star, **NP)["hypothesis"]
+    assert not fixed_point_constants(X, centers, 1.001 * star, **NP)["hypothesis"]
+    at = fixed_point_constants(X, centers, 0.5 * star, **NP)
+    q = 2 * np.exp(-c["delta"] / (star**2))
+    assert at["eps"] == pytest.approx(c["R"] / c["rho"] * q / (1 - q))
+    path = fixed_point_constants(X, np.stack([centers, centers + 0.1]), 1.0, **NP)
+    assert path["delta"] == c["delta"] and path["R"] >= c["R"]
+
+
+def test_certificate_object(data):
+    X, centers, w = data
+    cert = certify(X, centers, 0.8, sample_weight=w, **NP)
+    assert cert.all_hold and len(cert) == 11
+    text = repr(cert)
+    assert "Thm 18" in text and "Prop 22(b)" in text and "all bounds hold" in text
+    frame = cert.to_frame()
+    assert list(frame.index) == [c.name for c in cert] and frame["holds"].all()
+    broken = Certificate([*cert, BoundCheck("made_up", "-", 2.0, 1.0, 0.5)])
+    assert not broken.all_hold and "SOME BOUNDS FAIL" in repr(broken)
+    with pytest.raises(KeyError):
+        cert["absent"]
+
+
+def test_weights_equal_repeated_rows_and_sparse_equals_dense(data):
+    X, centers, _ = data
+    counts = np.arange(len(X)) % 3 + 1
+    weighted = certify(X, centers, 0.9, sample_weight=counts, **NP).constants
+    repeated = certify(np.repeat(X, counts, 0), centers, 0.9, **NP).constants
+    for key in ("softmax_gap", "tsallis_gap", "margin_min", "rho", "R", "B", "eps"):
+        assert weighted[key] == pytest.approx(repeated[key], rel=1e-9), key
+    sparse = certify(sp.csr_matrix(X), centers, 0.9, **NP).constants
+    dense = certify(X, centers, 0.9, **NP).constants
+    assert sparse["softmax_gap"] == pytest.approx(dense["softmax_gap"], rel=1e-9)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"sigma": 0.0}, "sigma"), ({"sigma": np.nan}, "sigma"), ({"alpha": 1.0}, "alpha"),
+    ({"centers": np.zeros((2, 3))}, "features"), ({"sample_weight": np.zeros(45)}, "zero"),
+])
+def test_bad_input_is_named(data, kwargs, match):
+    X, centers, _ = data
+    args = {"centers": centers, "sigma": 1.0, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        certify(X, **args, **NP)
+
+
+def _fit(cls, X, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CriticalTemperatureWarning)
+        return cls(3, random_state=0, backend="numpy", **kwargs).fit(X)
+
+
+@pytest.mark.parametrize(("cls", "kwargs"), [
+    (SoftKMeans, {"sigma": 0.5}), (EntmaxKMeans, {"sigma": 0.5, "alpha": 2.0}),
+    (AnnealedKMeans, {"n_temperatures": 5}), (AnnealedKMeans, {"method": "entmax",
+                                                               "n_temperatures": 5}),
+])
+def test_fitted_diagnostics(data, cls, kwargs):
+    X = data[0]
+    model = _fit(cls, X, **kwargs)
+    mu, sigma = model.cluster_centers_, model.sigma_
+    alpha = getattr(model, "alpha", 1.5) if model._final_spec.kind == "entmax" else 1.5
+    np.testing.assert_allclose(model.margins_, margins(X, mu, **NP)[0])
+    assert model.margin_min_ == pytest.approx(margins(X, mu, **NP)[1])
+    assert model.identification_sigma_ == pytest.approx(
+        identification_sigma(X, mu, alpha, **NP))
+    assert model.critical_sigma_ == pytest.approx(critical_sigma(X))
+    assert model.beta_ == pytest.approx(model.margin_min_ / (2 * sigma**2))
+    assert model.gap_ == pytest.approx(model.inertia_ - model.objective_, rel=1e-6, abs=1e-9)
+    assert isinstance(model.bounds_, Certificate) and model.bounds_.all_hold
+    assert model.bounds_.constants["sigma"] == sigma
+    if model._final_spec.kind == "entmax":
+        assert model.n_unidentified_ == unidentified_count(X, mu, sigma, alpha, **NP)
+    else:
+        assert not hasattr(model, "n_unidentified_")
+
+
+def test_warning_above_critical_temperature(data):
+    X = data[0]
+    sigma_c = critical_sigma(X)
+    with pytest.warns(CriticalTemperatureWarning, match=f"{sigma_c:.4g}"):
+        SoftKMeans(3, sigma=1.1 * sigma_c, random_state=0, backend="numpy").fit(X)
+    _fit(SoftKMeans, X, sigma=0.9 * sigma_c)
+    _fit(EntmaxKMeans, X, sigma=1.1 * sigma_c)  # Prop. 9 is about F_sigma only
+
+
+def test_bounds_tolerances_follow_appendix_c():
+    u = 2.0**-53
+    assert bounds.tol_value(10, 3, 2.0, 5.0) == 4 * 10 * 3 * u * 2.0 * 5.0
+    assert bounds.tol_value(10, 3, 2.0, 5.0, 1.0, 2.0) == 4 * 10 * 3 * u * 2.0 * 6.0
+    assert bounds.tol_centroid(10, 3, 7.0) == 4 * 10 * 3 * u * 7.0
+    assert bounds.tol_relative(10, 3, -2.0) == 4 * 10 * 3 * u * 2.0
+
+
+def test_example_figure_runs_headless(tmp_path, monkeypatch):
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "examples" / "plot_responsibilities.py"
+    out = tmp_path / "fig.png"
+    monkeypatch.setattr("sys.argv", [str(script), str(out), "12"])
+    runpy.run_path(str(script), run_name="__main__")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
