@@ -55,8 +55,10 @@ class AnnealedKMeans(BaseSoftKMeans):
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
         The polished centroids (a K-Means fixed point).
-    labels_, inertia_, margins_, margin_min_, n_features_in_, feature_names_in_
-        As in :class:`SoftKMeans`.
+    labels_, inertia_, margins_, margin_min_, identification_sigma_, critical_sigma_, \
+beta_, gap_, bounds_, n_features_in_, feature_names_in_
+        As in :class:`SoftKMeans`, at the last temperature (``n_unidentified_``
+        too with ``method="entmax"``).
     objective_ : float
         The relaxed objective at ``cluster_centers_`` and the last temperature.
     sigma_ : float
@@ -126,6 +128,7 @@ class AnnealedKMeans(BaseSoftKMeans):
     def _prepare(self, engine, first_centers):
         lam = lambda_max(engine.X, engine.sample_weight)
         self.lambda_max_ = lam
+        self._critical_sigma = float(np.sqrt(lam))
         self._scale = np.sqrt(lam) if lam > 0 else 1.0
         self._relaxation = RelaxationSpec(self.method, 1.0, float(self.alpha))
 

@@ -67,7 +67,11 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     # ------------------------------------------------------------------ hooks
     @abstractmethod
     def _prepare(self, engine, first_centers):
-        """Resolve data-dependent settings (the temperature) before the runs."""
+        """Resolve data-dependent settings before the runs.
+
+        Sets the temperature and ``self._critical_sigma``, ``sqrt(lambda_max)``
+        of the data, which the fitted diagnostics reuse.
+        """
 
     @abstractmethod
     def _run(self, engine, centers, rng):
@@ -195,8 +199,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self.margins_ = stats.margins
         self.margin_min_ = float(stats.margins.min())
         self._n_features_out = self.n_clusters
-        critical = getattr(self, "_critical_sigma", None)
-        for name, value in fitted_diagnostics(engine, run, critical).items():
+        for name, value in fitted_diagnostics(engine, run, self._critical_sigma).items():
             setattr(self, name, value)
         if self.record_path:
             self.path_ = [stage.as_dict() for stage in run.stages]

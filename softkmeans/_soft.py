@@ -76,7 +76,20 @@ class SoftKMeans(FixedTemperatureKMeans):
     margins_ : ndarray of shape (n_samples,)
         Second smallest minus smallest squared distance of each sample.
     margin_min_ : float
-        Smallest margin.
+        Smallest margin (over samples with a positive weight).
+    identification_sigma_ : float
+        ``sqrt(margin_min_) / 2``: the temperature below which entmax-1.5
+        assignments at ``cluster_centers_`` are exactly hard.
+    critical_sigma_ : float
+        ``sqrt(lambda_max)`` of the data covariance; above it the softmax
+        centroids collapse to the data mean (a warning says so).
+    beta_ : float
+        ``margin_min_ / (2 sigma_^2)``, the exponent of the paper's rates.
+    gap_ : float
+        ``inertia_ - objective_``, computed without cancellation.
+    bounds_ : Certificate
+        Every bound of the paper evaluated at ``cluster_centers_``, with its
+        tolerance and whether it holds (see :func:`softkmeans.diagnostics.certify`).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)

@@ -90,6 +90,7 @@ def test_not_fitted():
         SoftKMeans(3).predict(X)
 
 
+@pytest.mark.filterwarnings("ignore::softkmeans.exceptions.CriticalTemperatureWarning")
 @pytest.mark.parametrize("sigma", [1e-12, 1e12])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_extreme_sigma_gives_finite_results(sigma, dtype):
