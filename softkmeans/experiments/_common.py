@@ -13,7 +13,7 @@ from .._core.optimize import HARD, alternating
 from ..datasets import DATASETS, load
 
 __all__ = ["Config", "Context", "prepare", "Progress", "median_iqr", "percent", "fit_slope",
-           "fmt", "UNIT_ROUNDOFF", "SAFETY"]
+           "fmt", "nanmedian", "UNIT_ROUNDOFF", "SAFETY"]
 
 #: IEEE double unit roundoff and the safety factor of the paper's declared tolerances.
 UNIT_ROUNDOFF = 2.0**-53
@@ -189,6 +189,13 @@ def median_iqr(values, digits=3):
         return "-"
     q1, med, q3 = np.percentile(v, [25, 50, 75])
     return f"{fmt(med, digits)} [{fmt(q1, digits)}, {fmt(q3, digits)}]"
+
+
+def nanmedian(values):
+    """Median of the finite values, nan (without a warning) when there are none."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if v.size else float("nan")
 
 
 def percent(flags):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._core.responsibilities import RelaxationSpec
 from . import _theory as th
-from ._common import SAFETY, UNIT_ROUNDOFF, Progress, fit_slope, fmt, median_iqr
+from ._common import SAFETY, UNIT_ROUNDOFF, Progress, fit_slope, fmt, median_iqr, nanmedian
 from .report import Claim, FamilyResult, Table
 
 __all__ = ["map_errors", "run_rates", "run_alpha_family"]
@@ -100,8 +100,8 @@ def run_rates(contexts, config, progress=True):
             median_iqr([r["slope_Er"] for r in recs]), median_iqr([r["slope_ET"] for r in recs]),
             sum(r["violations_Er"] + r["violations_ET"] for r in recs),
             sum(r["entmax_violations"] for r in recs), sum(r["entmax_empty_below"] for r in recs),
-            fmt(np.nanmedian([r["ET_bound_ratio_b8"] for r in recs])),
-            fmt(np.nanmedian([r["beta_informative"] for r in recs])),
+            fmt(nanmedian([r["ET_bound_ratio_b8"] for r in recs])),
+            fmt(nanmedian([r["beta_informative"] for r in recs])),
         ])
         records += [{k: v for k, v in r.items() if not k.startswith("_")} for r in recs]
     return _summarize(records, rows, curves, betas)
@@ -109,7 +109,7 @@ def run_rates(contexts, config, progress=True):
 
 def _dataset_medians(records, key):
     names = dict.fromkeys(r["dataset"] for r in records)
-    return {n: float(np.nanmedian([r[key] for r in records if r["dataset"] == n]))
+    return {n: float(nanmedian([r[key] for r in records if r["dataset"] == n]))
             for n in names}
 
 

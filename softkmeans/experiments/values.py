@@ -8,7 +8,7 @@ import numpy as np
 
 from .._core.responsibilities import RelaxationSpec
 from . import _theory as th
-from ._common import SAFETY, UNIT_ROUNDOFF, Progress, fit_slope, fmt, median_iqr
+from ._common import SAFETY, UNIT_ROUNDOFF, Progress, fit_slope, fmt, median_iqr, nanmedian
 from .report import Claim, FamilyResult, Table
 
 __all__ = ["gaps", "run_values"]
@@ -62,12 +62,12 @@ def run_values(contexts, config, progress=True):
                        "G": r["_G"], "Gent": r["_Gent"]}
         checks = min(np.mean([r[c] for r in recs]) for c in ("uniform", "two_sided", "ordering"))
         rows.append([ctx.name, len(recs), fmt(checks), median_iqr([r["slope_G"] for r in recs]),
-                     fmt(np.nanmedian([r["beta_ent_vanishes"] for r in recs]))])
+                     fmt(nanmedian([r["beta_ent_vanishes"] for r in recs]))])
         records += [{k: v for k, v in r.items() if not k.startswith("_")} for r in recs]
     meds = {}
     for r in records:
         meds.setdefault(r["dataset"], []).append(r["slope_G"])
-    meds = [float(np.nanmedian(v)) for v in meds.values()]
+    meds = [float(nanmedian(v)) for v in meds.values()]
     first = float(betas[betas >= 2].min())
     fails = sum(not (r["uniform"] and r["two_sided"] and r["ordering"]) for r in records)
     claims = [
