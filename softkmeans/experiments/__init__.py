@@ -1,0 +1,150 @@
+"""Reproduction of the experiments of Sec. 7 of the paper (arXiv 2603.04625).
+
+``python -m softkmeans reproduce [--quick] [--out DIR]`` calls :func:`main`,
+which calls :func:`run`. One module per experiment family:
+
+- :mod:`~softkmeans.experiments.rates`: Sec. 7.3, rates and entmax identification;
+- :mod:`~softkmeans.experiments.values`: Sec. 7.5, value gaps;
+- :mod:`~softkmeans.experiments.dynamics`: Sec. 7.6, the four algorithms (Table 3);
+- :mod:`~softkmeans.experiments.trajectories`: Sec. 7.7, agreement with Lloyd's path;
+- :mod:`~softkmeans.experiments.annealing`: Sec. 7.8, deterministic annealing;
+- :mod:`~softkmeans.experiments.report` and :mod:`~softkmeans.experiments.figures`:
+  the markdown report, per-run CSV records and PNG figures.
+
+All methods of a dataset start from the same M k-means++ initializations.
+"""
+
+import argparse
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ._common import Config, prepare
+from .annealing import annealing_paths, path_claims, run_annealing
+from .dynamics import run_dynamics
+from .figures import plot_all
+from .rates import run_alpha_family, run_rates
+from .report import write_records, write_report
+from .trajectories import run_trajectories
+from .values import run_values
+
+__all__ = ["Config", "FAMILIES", "run", "main"]
+
+#: Experiment families, in the order of the paper.
+FAMILIES = ("rates", "values", "dynamics", "trajectories", "annealing")
+
+
+def _run_families(contexts, config, families, progress):
+    results, data = [], {"betas": config.betas}
+    if "rates" in families:
+        res, data["rates"] = run_rates(contexts, config, progress)
+        alpha, data["alpha"] = run_alpha_family(contexts, config, progress)
+        results += [res, alpha]
+    if "values" in families:
+        res, data["values"] = run_values(contexts, config, progress)
+        results.append(res)
+    if "dynamics" in families:
+        results.append(run_dynamics(contexts, config, progress))
+    if "trajectories" in families:
+        res, data["trajectories"] = run_trajectories(contexts, config, progress)
+        results.append(res)
+    if "annealing" in families:
+        res = run_annealing(contexts, config, progress)
+        data["paths"] = annealing_paths(contexts, config)
+        if data["paths"]:
+            res.claims += path_claims(data["paths"])
+        results.append(res)
+    return results, data
+
+
+def run(quick=False, out="softkmeans-reproduction", *, config=None, families=FAMILIES,
+        progress=True, backend="numpy"):
+    """Run the reproduction and write ``report.md``, figures and records to ``out``.
+
+    Parameters
+    ----------
+    quick : bool, default=False
+        Use :meth:`Config.quick` (minutes) instead of :meth:`Config.full` (the
+        paper's sizes: M = 200, T = 150). Ignored when ``config`` is given.
+    out : str or path, default="softkmeans-reproduction"
+        Output folder (created).
+    config : Config, default=None
+        Explicit sizes.
+    families : sequence of str, default=FAMILIES
+        Which experiment families to run.
+    progress : bool, default=True
+        Print a plain-text progress bar on stderr.
+    backend : str, default="numpy"
+        Engine used for every pass.
+
+    Returns
+    -------
+    pathlib.Path
+        The report's path.
+
+    Examples
+    --------
+    >>> from softkmeans.experiments import Config, run
+    >>> cfg = Config.quick(n_init=2, datasets=("separation_8",))
+    >>> path = run(out=tmp_dir, config=cfg, families=("values",),
+    ...            progress=False)  # doctest: +SKIP
+    """
+    unknown = set(families) - set(FAMILIES)
+    if unknown:
+        raise ValueError(f"Unknown families {sorted(unknown)}; expected some of {FAMILIES}.")
+    if config is None:
+        config = Config.quick() if quick else Config.full()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    contexts = [prepare(name, config, backend) for name in config.datasets]
+    results, data = _run_families(contexts, config, families, progress)
+    for result in results:
+        result.figures = []
+    for section, names in plot_all(out, data).items():
+        next(r for r in results if r.section == section).figures += names
+    write_records(results, out)
+    mode = "quick" if quick else "full"
+    return write_report(results, out, config, time.perf_counter() - start, mode)
+
+
+def main(argv=None):
+    """Command line: ``[reproduce] [--quick] [--out DIR] [--n-init M] [--datasets ...]``.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        Arguments (``sys.argv[1:]`` when None); a leading ``"reproduce"`` is skipped.
+
+    Returns
+    -------
+    int
+        Exit status (0).
+    """
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["reproduce"]:
+        argv = argv[1:]
+    parser = argparse.ArgumentParser(prog="python -m softkmeans reproduce",
+                                     description="Reproduce Sec. 7 of arXiv 2603.04625.")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer initializations and temperatures (minutes)")
+    parser.add_argument("--out", default="softkmeans-reproduction", help="output folder")
+    parser.add_argument("--n-init", type=int, default=None, help="paired initializations M")
+    parser.add_argument("--datasets", nargs="+", default=None, help="subset of the datasets")
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    config = Config.quick() if args.quick else Config.full()
+    changes = {"seed": args.seed}
+    if args.n_init is not None:
+        changes["n_init"] = args.n_init
+    if args.datasets is not None:
+        changes["datasets"] = tuple(args.datasets)
+    config = replace(config, **changes)
+    path = run(args.quick, args.out, config=config, families=args.families,
+               progress=not args.no_progress)
+    print(f"Report written to {path}")
+    return 0

@@ -1,0 +1,78 @@
+"""Runs of the four algorithms from a paired start, and their iterate-by-iterate partitions."""
+
+import time
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from .._core.optimize import HARD, alternating, gradient_descent
+from .._core.responsibilities import RelaxationSpec, block_responsibilities
+from . import _theory as th
+
+__all__ = ["METHODS", "spec_for", "run_method", "iterate_states", "lloyd_path", "padded",
+           "matched_distance"]
+
+#: Method key -> label in the tables.
+METHODS = {"lloyd": "Lloyd", "softmax": "Alt. Softmax", "gradient": "GD on F_sigma",
+           "entmax": "Alt. Entmax"}
+
+
+def spec_for(method, sigma):
+    """The relaxation a method uses at temperature ``sigma``."""
+    return {"lloyd": HARD, "softmax": RelaxationSpec("softmax", sigma),
+            "gradient": RelaxationSpec("softmax", sigma),
+            "entmax": RelaxationSpec("entmax", sigma, 1.5)}[method]
+
+
+def run_method(ctx, method, centers, sigma, config):
+    """Run ``method`` from ``centers``; returns (RunResult with iterates, seconds)."""
+    algo = gradient_descent if method == "gradient" else alternating
+    start = time.perf_counter()
+    run = algo(ctx.engine, centers, spec_for(method, sigma), max_iter=config.max_iter,
+               tol=config.tol, record_path="centers")
+    return run, time.perf_counter() - start
+
+
+def iterate_states(ctx, run, spec):
+    """Hard labels, smallest own mass, margin, balance and radius of every iterate."""
+    labels, min_mass, margin, rho, radius = [], [], [], [], []
+    for centers in run.stages[0].centers:
+        D = ctx.engine.sq_distances(centers)
+        block = block_responsibilities(D, spec)
+        labels.append(block.labels)
+        min_mass.append(block.resp.sum(axis=0).min())
+        margin.append(block.margins.min())
+        rho.append(th.balance(block.labels, ctx.k))
+        radius.append(np.sqrt(D.max()))
+    return {"labels": np.array(labels), "min_mass": np.array(min_mass),
+            "margin": np.array(margin), "rho": np.array(rho), "radius": np.array(radius)}
+
+
+def lloyd_path(ctx, m):
+    """Iterates, labels and Thm 25 constants of Lloyd's path from start ``m`` (cached)."""
+    cache = ctx.extra.setdefault("lloyd_paths", {})
+    if m not in cache:
+        run = ctx.lloyd[m]
+        states = iterate_states(ctx, run, HARD)
+        consts = th.path_constants(states["margin"], states["rho"], states["radius"], ctx.k)
+        cache[m] = {"centers": np.array(run.stages[0].centers), "labels": states["labels"],
+                    "consts": consts}
+    return cache[m]
+
+
+def padded(seq, length):
+    """``seq`` extended to ``length`` by repeating its last element."""
+    seq = np.asarray(seq)
+    if len(seq) >= length:
+        return seq
+    return np.concatenate([seq, np.repeat(seq[-1:], length - len(seq), axis=0)])
+
+
+def matched_distance(a, b):
+    """Permutation-invariant discrepancy ``min_pi max_j ||a_j - b_pi(j)||``.
+
+    The permutation minimizes the sum of squared distances (Hungarian method).
+    """
+    cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2)
+    rows, cols = linear_sum_assignment(cost)
+    return float(np.sqrt(cost[rows, cols].max()))

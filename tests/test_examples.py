@@ -1,0 +1,29 @@
+"""Run every gallery script at a small size so that none rots."""
+
+import os
+import runpy
+from pathlib import Path
+
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_runs(path, monkeypatch, tmp_path):
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv("SOFTKMEANS_EXAMPLE_SMALL", "1")
+    monkeypatch.setattr(plt, "show", lambda *a, **k: None)
+    monkeypatch.chdir(tmp_path)
+    runpy.run_path(str(path), run_name="__main__")
+    assert plt.get_fignums(), f"{path.name} made no figure"
+    plt.close("all")
+
+
+def test_examples_exist():
+    assert len(EXAMPLES) >= 3
+    assert os.path.isdir(EXAMPLES[0].parent)
