@@ -15,19 +15,14 @@ assignments and blends are soft ones.
   ``2 sigma^2 / ||mu_j - mu_l||`` to a bisector, i.e. the points whose margin is
   below ``4 sigma^2`` (:func:`softkmeans.diagnostics.unidentified_count` counts
   them in a data set).
-
-Run it as a script to save the figure: ``python plot_responsibilities.py out.png``.
 """
 
-import sys
+import os
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from softkmeans.diagnostics import responsibilities  # noqa: E402
+from softkmeans.diagnostics import responsibilities
 
 CENTERS = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 1.7]])
 COLORS = np.array([[0.85, 0.25, 0.2], [0.2, 0.45, 0.85], [0.25, 0.7, 0.3]])
@@ -73,6 +68,5 @@ def make_figure(resolution=150):
 
 
 if __name__ == "__main__":
-    figure = make_figure(int(sys.argv[2]) if len(sys.argv) > 2 else 150)
-    if len(sys.argv) > 1:
-        figure.savefig(sys.argv[1], dpi=100)
+    make_figure(12 if os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1" else 150)
+    plt.show()

@@ -23,13 +23,18 @@ def main(argv=None):
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="fit the three estimators on iris and print a table")
     demo.add_argument("--random-state", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        from ._demo import run_demo
+    commands.add_parser("reproduce", add_help=False,
+                        help="reproduce the paper's experiments (see `reproduce --help`)")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "reproduce":
+        from .experiments import main as reproduce
 
-        run_demo(args.random_state)
-        return 0
-    return 2
+        return reproduce(rest)
+    parser.parse_args(argv)
+    from ._demo import run_demo
+
+    run_demo(args.random_state)
+    return 0
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ class SoftKMeans(FixedTemperatureKMeans):
         tolerance and whether it holds (see :func:`softkmeans.diagnostics.certify`).
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Feature names, when X has string column names.
     path_ : list of dict
         The recorded trajectory (only with ``record_path``).

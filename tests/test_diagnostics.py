@@ -227,12 +227,11 @@ def test_bounds_tolerances_follow_appendix_c():
     assert bounds.tol_relative(10, 3, -2.0) == 4 * 10 * 3 * u * 2.0
 
 
-def test_example_figure_runs_headless(tmp_path, monkeypatch):
+def test_example_figure_runs_headless(tmp_path):
     import runpy
     from pathlib import Path
 
     script = Path(__file__).parents[1] / "examples" / "plot_responsibilities.py"
     out = tmp_path / "fig.png"
-    monkeypatch.setattr("sys.argv", [str(script), str(out), "12"])
-    runpy.run_path(str(script), run_name="__main__")
+    runpy.run_path(str(script))["make_figure"](12).savefig(out, dpi=50)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

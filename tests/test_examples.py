@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
 
 
+# plot_choosing_sigma scans sigma past the critical temperature on purpose.
+@pytest.mark.filterwarnings("ignore::softkmeans.exceptions.CriticalTemperatureWarning")
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_runs(path, monkeypatch, tmp_path):
     import matplotlib.pyplot as plt

@@ -196,7 +196,8 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     centers = np.array(centers, dtype=np.float64)
     stats = engine.estep(centers, spec)
     path = _new_trajectory(record_path, stats, centers)
-    eta = 0.5 / max(float(stats.masses.max()), np.finfo(float).tiny)
+    # halved here because every iteration starts by doubling the last accepted step
+    eta = 0.25 / max(float(stats.masses.max()), np.finfo(float).tiny)
     converged, n_iter = False, 0
     for n_iter in range(1, max_iter + 1):
         grad = 2.0 * (stats.masses[:, None] * centers - stats.sums)
