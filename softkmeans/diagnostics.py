@@ -32,6 +32,7 @@ from sklearn.utils.validation import _check_sample_weight
 from ._backends import get_engine
 from ._core import bounds
 from ._core.bounds import BoundCheck, Certificate
+from ._core.optimize import weighted_means
 from ._core.responsibilities import RelaxationSpec
 from ._core.temperature import lambda_max
 
@@ -119,17 +120,6 @@ def _hard_margins(stats, weights):
     return positive, float(candidates[i]), float(weights[i])
 
 
-def _weighted_means(stats, centers):
-    """The centroid map of a pass: ``sums / masses``; a centroid without mass stays.
-
-    Of a hard pass it is ``T_Lloyd(mu)``.
-    """
-    out = centers.copy()
-    full = stats.masses > 0
-    out[full] = stats.sums[full] / stats.masses[full, None]
-    return out
-
-
 def _max_sq_distances(engine, points, positive):
     """``max_i ||x_i - p||^2`` over the rows with positive weight, for every point ``p``."""
     group = max(1, _GROUP_ELEMENTS // max(1, engine.n_samples))
@@ -146,7 +136,7 @@ def _configuration(engine, centers, hard=None):
     weights = engine.sample_weight
     positive, margin_min, weight_at_min = _hard_margins(hard, weights)
     total = float(weights.sum())
-    lloyd = _weighted_means(hard, centers)
+    lloyd = weighted_means(hard, centers)
     radii = np.sqrt(_max_sq_distances(engine, lloyd, positive))
     R = float(np.sqrt(_max_sq_distances(engine, centers, positive).max()))
     return _Configuration(
@@ -436,8 +426,8 @@ def _map_checks(engine, config, passes, centers, sigma, alpha, constants):
     """Rows for the centroid maps: Thm 18, Prop 22(c), Thm 24."""
     k, n = config.n_clusters, engine.n_samples
     tol = bounds.tol_centroid(n, k, config.max_norm)
-    soft_err = np.linalg.norm(_weighted_means(passes["softmax"], centers) - config.lloyd, axis=1)
-    ent_err = np.linalg.norm(_weighted_means(passes["entmax"], centers) - config.lloyd, axis=1)
+    soft_err = np.linalg.norm(weighted_means(passes["softmax"], centers) - config.lloyd, axis=1)
+    ent_err = np.linalg.norm(weighted_means(passes["entmax"], centers) - config.lloyd, axis=1)
     q = bounds.q_factor(config.margin_min, sigma, k)
     unidentified = _unidentified_weight(config, engine, sigma, alpha)
     lloyd_fixed = float(np.max(np.linalg.norm(config.lloyd - centers, axis=1))) <= tol

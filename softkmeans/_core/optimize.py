@@ -17,7 +17,8 @@ import numpy as np
 
 from .responsibilities import RelaxationSpec
 
-__all__ = ["RunResult", "Trajectory", "alternating", "gradient_descent", "anneal", "relative_step"]
+__all__ = ["RunResult", "Trajectory", "alternating", "gradient_descent", "anneal", "relative_step",
+           "weighted_means"]
 
 HARD = RelaxationSpec("hard")
 
@@ -116,8 +117,11 @@ def _reseed_empty(new_centers, stats, engine, used):
     return new_centers
 
 
-def _weighted_means(stats, centers):
-    """Closed-form centroid update; a centroid without mass stays in place."""
+def weighted_means(stats, centers):
+    """Closed-form centroid update ``sums / masses``; a centroid without mass stays in place.
+
+    Of a hard pass it is the Lloyd map ``T_Lloyd(mu)``.
+    """
     new = centers.copy()
     full = stats.masses > 0
     new[full] = stats.sums[full] / stats.masses[full, None]
@@ -161,7 +165,7 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     path = _new_trajectory(record_path, stats, centers)
     converged, n_iter, reseeded = False, 0, set()
     for n_iter in range(1, max_iter + 1):
-        new = _weighted_means(stats, centers)
+        new = weighted_means(stats, centers)
         if empty == "reseed":
             new = _reseed_empty(new, stats, engine, reseeded)
         step = relative_step(new, centers)
