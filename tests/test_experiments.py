@@ -1,11 +1,12 @@
 import numpy as np
 import pytest
 
+from softkmeans import diagnostics
+from softkmeans._core import bounds
 from softkmeans._core.responsibilities import RelaxationSpec
 from softkmeans.experiments import Config, main, run
-from softkmeans.experiments import _theory as th
 from softkmeans.experiments._common import Progress, fit_slope, prepare
-from softkmeans.experiments.rates import map_errors
+from softkmeans.experiments.rates import map_errors, reference_constants
 from softkmeans.experiments.values import gaps
 
 TINY = Config.quick(n_init=2, datasets=("separation_8", "iris"), betas=(0.5, 1.0, 3.0, 8.0),
@@ -19,40 +20,75 @@ def ctx():
     return prepare("iris", Config.quick(n_init=2))
 
 
-def test_sigma_star_is_the_edge_of_the_hypothesis():
-    pc = th.PathConstants(delta=0.3, rho=0.2, R=3.0, k=4)
-    np.testing.assert_allclose(2 * pc.r_star * (2 * pc.R + pc.r_star), pc.delta / 2)
-    s = th.critical_trajectory_sigma(pc)
-    assert th.trajectory_epsilon(pc, 0.999 * s) <= pc.r_star
-    assert th.trajectory_epsilon(pc, 1.001 * s) > pc.r_star
-    np.testing.assert_allclose(th.trajectory_epsilon(pc, s), pc.r_star, rtol=1e-9)
-    assert th.critical_trajectory_sigma(th.PathConstants(0.0, 0.2, 3.0, 4)) == 0.0
+def test_lloyd_path_constants_match_the_diagnostics(ctx):
+    from softkmeans.experiments._paths import lloyd_path, trajectory_constants
+
+    lp = lloyd_path(ctx, 0)
+    public = diagnostics.fixed_point_constants(ctx.X, lp["centers"], sigma=0.2)
+    for key in ("delta", "rho", "R"):
+        np.testing.assert_allclose(lp[key], public[key], rtol=1e-12)
+    ours = trajectory_constants(ctx, lp, 0.2)
+    for key in ("eps", "r_star", "sigma_star"):
+        np.testing.assert_allclose(ours[key], public[key], rtol=1e-12)
+    s = bounds.trajectory_sigma_star(lp["delta"], lp["R"], lp["rho"], ctx.k)
+    assert s == ours["sigma_star"] > 0
+    assert trajectory_constants(ctx, lp, 0.999 * s)["hypothesis"]
+    assert not trajectory_constants(ctx, lp, 1.001 * s)["hypothesis"]
 
 
-def test_identification_sigma_and_beta():
-    assert th.identification_sigma(4.0) == 1.0  # sqrt(Delta)/2 at alpha = 3/2
-    np.testing.assert_allclose(th.identification_sigma(4.0, 3.0), 2.0)
-    np.testing.assert_allclose(th.beta(2.0, th.sigma_for_beta(2.0, 7.0)), 7.0)
+def test_sigma_for_beta_inverts_beta():
+    np.testing.assert_allclose(bounds.beta(2.0, bounds.sigma_for_beta(2.0, 7.0)), 7.0)
 
 
 def test_map_errors_match_the_direct_formula(ctx):
     m, sigma = 0, 0.4
     e_r, e_t = map_errors(ctx, m, sigma)
-    resp = ctx.engine.responsibilities(ctx.lloyd[m].centers, RelaxationSpec("softmax", sigma))
+    centers = ctx.lloyd[m].centers
+    resp = ctx.engine.responsibilities(centers, RelaxationSpec("softmax", sigma))
     onehot = np.eye(ctx.k)[ctx.lloyd[m].stats.labels]
     soft_map = resp.T @ ctx.X / resp.sum(axis=0)[:, None]
+    lloyd_map = onehot.T @ ctx.X / onehot.sum(axis=0)[:, None]
     np.testing.assert_allclose(e_r, np.abs(resp - onehot).max(), rtol=1e-10)
-    np.testing.assert_allclose(e_t, np.linalg.norm(soft_map - ctx.lloyd_means(m), axis=1).max(),
-                               rtol=1e-8)
+    np.testing.assert_allclose(e_t, np.linalg.norm(soft_map - lloyd_map, axis=1), rtol=1e-8)
+
+
+def test_reference_constants_are_those_of_thm_18(ctx):
+    m = 0
+    B, rho, _, tol_t = reference_constants(ctx, m)
+    public_B, _ = diagnostics.radii(ctx.X, ctx.lloyd[m].centers)
+    np.testing.assert_allclose(B, public_B, rtol=1e-12)  # over all observations, not S_j
+    assert rho == diagnostics.balance(ctx.X, ctx.lloyd[m].centers)
+    sigma = 0.3
+    _, errors = map_errors(ctx, m, sigma)
+    bound, q = diagnostics.centroid_map_bound(ctx.X, ctx.lloyd[m].centers, sigma)
+    np.testing.assert_allclose(bounds.centroid_map_bound(B, rho, q), bound, rtol=1e-12)
+    assert np.all(errors <= bound + tol_t)
+
+
+def test_rate_record_against_the_formulas(ctx):
+    from softkmeans.experiments.rates import _run_one
+
+    betas = np.array([0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
+    rec = _run_one(ctx, 0, betas)
+    assert rec["violations_Er"] == rec["violations_ET"] == rec["entmax_violations"] == 0
+    margin, rho = ctx.margin_min[0], rec["rho"]
+    q = np.array([bounds.q_factor(margin, s, ctx.k) for s in bounds.sigma_for_beta(margin, betas)])
+    informative = betas[(q < 1) & (q / (1 - q) < rho)]
+    assert rec["beta_informative"] == informative.min()
+    np.testing.assert_allclose(rec["Er_bound_ratio_b8"] * rec["_Er"][4], q[4], rtol=1e-12)
+    assert rec["_Er"][4] <= q[4]
 
 
 def test_gaps_are_stable_and_ordered(ctx):
-    J, g, ge = gaps(ctx, ctx.lloyd[0].centers, 0.3)
-    F = ctx.engine.estep(ctx.lloyd[0].centers, RelaxationSpec("softmax", 0.3)).objective
-    np.testing.assert_allclose(g, J - F, rtol=1e-9)
-    assert 0 <= ge < g <= th.softmax_ceiling(ctx.n, ctx.k, 0.3)
-    sid = th.identification_sigma(ctx.margin_min[0])
-    assert gaps(ctx, ctx.lloyd[0].centers, 0.99 * sid)[2] == 0.0
+    centers = ctx.lloyd[0].centers
+    J, g, ge = gaps(ctx, centers, 0.3)
+    cert = diagnostics.objective_gaps(ctx.X, centers, 0.3)
+    assert cert.all_hold
+    np.testing.assert_allclose([J, g, ge], [cert.constants[key] for key in
+                                            ("inertia", "softmax_gap", "tsallis_gap")], rtol=1e-12)
+    assert 0 <= ge < g <= bounds.softmax_uniform_bound(ctx.n, 0.3, ctx.k)
+    sid = float(bounds.identification_sigma(ctx.margin_min[0], 1.5))
+    assert gaps(ctx, centers, 0.99 * sid)[2] == 0.0
 
 
 def test_fit_slope():

@@ -30,10 +30,12 @@ __all__ = [
     "identification_sigma",
     "margin_gap_bounds",
     "q_factor",
+    "sigma_for_beta",
     "softmax_uniform_bound",
     "tol_centroid",
     "tol_relative",
     "tol_value",
+    "trajectory_sigma_star",
     "tsallis_entropy_max",
     "tsallis_uniform_bound",
     "unidentified_gap_bound",
@@ -66,6 +68,11 @@ def tsallis_uniform_bound(total_weight, sigma, n_clusters, alpha):
 def beta(margin_min, sigma):
     """``beta = Delta_min / (2 sigma^2)``, the margin in units of the entropic weight."""
     return margin_min / (2.0 * sigma**2)
+
+
+def sigma_for_beta(margin_min, beta_value):
+    """The temperature at which :func:`beta` is ``beta_value``: ``sqrt(Delta_min / (2 beta))``."""
+    return np.sqrt(margin_min / (2.0 * np.asarray(beta_value, dtype=np.float64)))
 
 
 def margin_gap_bounds(margin_min, sigma, n_clusters, total_weight, weight_at_min):
@@ -165,8 +172,7 @@ def fixed_point_constants(margin_min, R, rho, n_clusters, sigma):
         ``L = k (R + r*)^2 / (rho sigma^2) q' / (1 - q')``, ``sigma_star`` (the
         largest sigma with ``eps <= r*``) and ``hypothesis`` (``eps <= r*``).
     """
-    quarter = margin_min / 4.0
-    r_star = quarter / (math.sqrt(R * R + quarter) + R) if quarter > 0 else 0.0
+    r_star = _r_star(margin_min, R)
     q_prime = (n_clusters - 1) * math.exp(-margin_min / (4.0 * sigma**2))
     factor = _geometric(q_prime)
     if rho <= 0:
@@ -182,6 +188,18 @@ def fixed_point_constants(margin_min, R, rho, n_clusters, sigma):
         "sigma_star": _sigma_star(margin_min, R, rho, n_clusters, r_star),
         "hypothesis": bool(eps <= r_star),
     }
+
+
+def _r_star(delta, R):
+    """``sqrt(R^2 + delta / 4) - R``, written without cancellation (0 when ``delta <= 0``)."""
+    quarter = delta / 4.0
+    return quarter / (math.sqrt(R * R + quarter) + R) if quarter > 0 else 0.0
+
+
+def trajectory_sigma_star(delta, R, rho, n_clusters):
+    """Thm 25: ``sigma*``, the largest sigma at which ``eps(sigma) <= r*`` (see
+    :func:`fixed_point_constants`, whose ``sigma_star`` it is, without a temperature)."""
+    return _sigma_star(delta, R, rho, n_clusters, _r_star(delta, R))
 
 
 def _sigma_star(delta, R, rho, n_clusters, r_star):

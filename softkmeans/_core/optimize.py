@@ -18,7 +18,7 @@ import numpy as np
 from .responsibilities import RelaxationSpec
 
 __all__ = ["RunResult", "Trajectory", "alternating", "gradient_descent", "anneal", "relative_step",
-           "weighted_means"]
+           "weighted_means", "gradient"]
 
 HARD = RelaxationSpec("hard")
 
@@ -128,6 +128,11 @@ def weighted_means(stats, centers):
     return new
 
 
+def gradient(stats, centers):
+    """Gradient ``2 (m_j mu_j - sum_i w_i r_ij x_i)`` of the reduced objective at ``centers``."""
+    return 2.0 * (stats.masses[:, None] * centers - stats.sums)
+
+
 def _report(verbose, label, it, stats, step):
     if verbose:
         print(f"[{label}] iteration {it:4d}  objective {stats.objective:.10g}  step {step:.3e}")
@@ -204,7 +209,7 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     eta = 0.25 / max(float(stats.masses.max()), np.finfo(float).tiny)
     converged, n_iter = False, 0
     for n_iter in range(1, max_iter + 1):
-        grad = 2.0 * (stats.masses[:, None] * centers - stats.sums)
+        grad = gradient(stats, centers)
         grad_sq = float(np.sum(grad * grad))
         eta *= 2.0
         for _ in range(_MAX_HALVINGS):

@@ -9,15 +9,11 @@ import numpy as np
 from sklearn.cluster import kmeans_plusplus
 
 from .._backends import get_engine
-from .._core.optimize import HARD, alternating
+from .._core.optimize import HARD, alternating, weighted_means
 from ..datasets import DATASETS, load
 
 __all__ = ["Config", "Context", "prepare", "Progress", "median_iqr", "percent", "fit_slope",
-           "fmt", "nanmedian", "UNIT_ROUNDOFF", "SAFETY"]
-
-#: IEEE double unit roundoff and the safety factor of the paper's declared tolerances.
-UNIT_ROUNDOFF = 2.0**-53
-SAFETY = 4.0
+           "fmt", "nanmedian"]
 
 
 @dataclass(frozen=True)
@@ -121,11 +117,7 @@ class Context:
 
     def lloyd_means(self, m):
         """``T_Lloyd`` at the reference configuration ``m`` (its cluster means)."""
-        labels = self.lloyd[m].stats.labels
-        sums = np.zeros((self.k, self.X.shape[1]))
-        np.add.at(sums, labels, self.X)
-        counts = np.bincount(labels, minlength=self.k)
-        return sums / np.maximum(counts, 1)[:, None]
+        return weighted_means(self.lloyd[m].stats, self.lloyd[m].centers)
 
 
 def prepare(name, config, backend="numpy"):
@@ -138,8 +130,7 @@ def prepare(name, config, backend="numpy"):
     lloyd = [alternating(engine, c, HARD, max_iter=config.max_iter, tol=config.tol,
                          record_path="centers") for c in inits]
     margin_min = np.array([run.stats.margins.min() for run in lloyd])
-    nonempty = np.array([np.bincount(run.stats.labels, minlength=k).min() > 0
-                         for run in lloyd])
+    nonempty = np.array([run.stats.masses.min() > 0 for run in lloyd])
     return Context(name, X, k, engine, inits, lloyd, (margin_min > 0) & nonempty, margin_min)
 
 

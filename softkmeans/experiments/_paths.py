@@ -5,12 +5,12 @@ import time
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from .._core import bounds
 from .._core.optimize import HARD, alternating, gradient_descent
 from .._core.responsibilities import RelaxationSpec, block_responsibilities
-from . import _theory as th
 
-__all__ = ["METHODS", "spec_for", "run_method", "iterate_states", "lloyd_path", "padded",
-           "matched_distance"]
+__all__ = ["METHODS", "spec_for", "run_method", "iterate_states", "lloyd_path",
+           "trajectory_constants", "padded", "matched_distance"]
 
 #: Method key -> label in the tables.
 METHODS = {"lloyd": "Lloyd", "softmax": "Alt. Softmax", "gradient": "GD on F_sigma",
@@ -34,30 +34,42 @@ def run_method(ctx, method, centers, sigma, config):
 
 
 def iterate_states(ctx, run, spec):
-    """Hard labels, smallest own mass, margin, balance and radius of every iterate."""
-    labels, min_mass, margin, rho, radius = [], [], [], [], []
+    """Hard labels, smallest mass under ``spec``, margin and ``max_ij ||x_i - mu_j||``
+    of every iterate."""
+    labels, min_mass, margin, radius = [], [], [], []
     for centers in run.stages[0].centers:
         D = ctx.engine.sq_distances(centers)
         block = block_responsibilities(D, spec)
         labels.append(block.labels)
         min_mass.append(block.resp.sum(axis=0).min())
         margin.append(block.margins.min())
-        rho.append(th.balance(block.labels, ctx.k))
         radius.append(np.sqrt(D.max()))
     return {"labels": np.array(labels), "min_mass": np.array(min_mass),
-            "margin": np.array(margin), "rho": np.array(rho), "radius": np.array(radius)}
+            "margin": np.array(margin), "radius": np.array(radius)}
 
 
 def lloyd_path(ctx, m):
-    """Iterates, labels and Thm 25 constants of Lloyd's path from start ``m`` (cached)."""
+    """Iterates, labels and ``delta``, ``rho``, ``R`` of Thm 25 along Lloyd's path from ``m``.
+
+    As in the theorem (and :func:`softkmeans.diagnostics.fixed_point_constants`),
+    ``delta`` and ``rho`` are the smallest margin and balance of the iterates
+    before the last, ``R`` the largest spread of all. Cached on the context.
+    """
     cache = ctx.extra.setdefault("lloyd_paths", {})
     if m not in cache:
         run = ctx.lloyd[m]
         states = iterate_states(ctx, run, HARD)
-        consts = th.path_constants(states["margin"], states["rho"], states["radius"], ctx.k)
+        head = slice(0, max(len(states["labels"]) - 1, 1))
         cache[m] = {"centers": np.array(run.stages[0].centers), "labels": states["labels"],
-                    "consts": consts}
+                    "delta": float(states["margin"][head].min()),
+                    "rho": float(states["min_mass"][head].min() / ctx.n),
+                    "R": float(states["radius"].max())}
     return cache[m]
+
+
+def trajectory_constants(ctx, lp, sigma):
+    """:func:`softkmeans._core.bounds.fixed_point_constants` along Lloyd's path ``lp``."""
+    return bounds.fixed_point_constants(lp["delta"], lp["R"], lp["rho"], ctx.k, sigma)
 
 
 def padded(seq, length):

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
-from .._core.optimize import HARD, alternating, anneal, relative_step
+from .._core.optimize import HARD, alternating, anneal
 from .._core.responsibilities import RelaxationSpec
 from .._core.temperature import lambda_max, paper_schedule
 from ..datasets import PLANAR
@@ -154,7 +154,9 @@ def annealing_paths(contexts, config):
 
     Returns one dict per planar dataset with the centroid path, the annealed
     endpoint's J, Lloyd's J from the same start, the largest Lloyd step from the
-    endpoint, and the spread of the centroids at the first temperature.
+    endpoint, and the spread of the centroids at the first temperature. The
+    schedule is :func:`anneal` without perturbation, whose Lloyd polish starts
+    at the endpoint.
     """
     start, stop, count = config.path_sigmas
     sigmas = np.geomspace(start, stop, int(count))
@@ -162,20 +164,17 @@ def annealing_paths(contexts, config):
     for ctx in contexts:
         if ctx.name not in PLANAR:
             continue
-        centers, path, spread = ctx.inits[0], [ctx.inits[0]], None
-        for sigma in sigmas:
-            run = alternating(ctx.engine, centers, RelaxationSpec("softmax", float(sigma)),
-                              max_iter=config.max_iter, tol=config.tol, record_path="centers")
-            path += run.stages[0].centers[1:]
-            centers = run.centers
-            if spread is None:
-                spread = float(np.ptp(centers, axis=0).max())
-        step = alternating(ctx.engine, centers, HARD, max_iter=1, tol=0.0)
-        out.append({"dataset": ctx.name, "X": ctx.X, "path": np.array(path),
-                    "J_annealed": ctx.engine.estep(centers, HARD, with_sums=False).inertia,
+        run = anneal(ctx.engine, ctx.inits[0], RelaxationSpec("softmax", 1.0), sigmas,
+                     np.random.RandomState(0), perturbation=0.0, max_iter=config.max_iter,
+                     tol=config.tol, record_path="centers")
+        *stages, polish = run.stages
+        path = np.concatenate([stages[0].centers[:1]] + [st.centers[1:] for st in stages])
+        # the polish starts at the annealed endpoint: its first step is a Lloyd step from there
+        out.append({"dataset": ctx.name, "X": ctx.X, "path": path,
+                    "J_annealed": polish.inertia[0],
                     "J_lloyd": ctx.lloyd[0].stats.inertia, "lloyd_centers": ctx.lloyd[0].centers,
-                    "lloyd_step": relative_step(step.centers, centers),
-                    "first_spread": spread})
+                    "lloyd_step": polish.step[1],
+                    "first_spread": float(np.ptp(stages[0].centers[-1], axis=0).max())})
     return out
 
 

@@ -5,9 +5,10 @@ import time
 
 import numpy as np
 
-from .._core.optimize import HARD, alternating
+from .._core import bounds
+from .._core.optimize import HARD, alternating, gradient
 from .._core.responsibilities import RelaxationSpec
-from ._common import SAFETY, UNIT_ROUNDOFF, Progress, fmt, percent
+from ._common import Progress, fmt, percent
 from ._paths import METHODS, iterate_states, matched_distance, run_method, spec_for
 from .report import Claim, FamilyResult, Table
 
@@ -29,7 +30,7 @@ def _lloyd_seconds(ctx, centers, config):
 def _descent_checks(ctx, run, method):
     path = run.stages[0].as_dict()
     obj, bound = path["objective"], path["decrease_bound"]
-    tol = SAFETY * ctx.n * ctx.k * UNIT_ROUNDOFF * np.abs(obj).max()
+    tol = bounds.tol_relative(ctx.n, ctx.k, np.abs(obj).max())
     monotone = bool(np.all(np.diff(obj) <= tol))
     if method in ("softmax", "entmax", "lloyd") and obj.size > 1:
         suff = (obj[:-1] - obj[1:]) >= bound[1:] - tol
@@ -60,8 +61,7 @@ def _one_start(ctx, m, sigma, config):
                "J_lloyd": j_lloyd, "d_match": matched_distance(run.centers, lloyd.centers)}
         if method in ("softmax", "gradient"):
             st = ctx.engine.estep(run.centers, RelaxationSpec("softmax", sigma))
-            rec["grad_norm"] = float(np.linalg.norm(2 * (st.masses[:, None] * run.centers
-                                                         - st.sums)))
+            rec["grad_norm"] = float(np.linalg.norm(gradient(st, run.centers)))
         for key, value in (("raw", run.stats.inertia), ("polished", polished)):
             rec[f"lower_{key}"] = bool(value < j_lloyd * (1 - J_RTOL))
             rec[f"higher_{key}"] = bool(value > j_lloyd * (1 + J_RTOL))
@@ -74,7 +74,7 @@ def run_dynamics(contexts, config, progress=True):
     bar = Progress(sum(ctx.admissible.sum() for ctx in contexts), "7.6 dynamics", progress)
     records, per_dataset = [], []
     for ctx in contexts:
-        sigma = float(np.sqrt(ctx.median_margin / (2.0 * config.dynamics_beta_tilde)))
+        sigma = float(bounds.sigma_for_beta(ctx.median_margin, config.dynamics_beta_tilde))
         recs = []
         for m in ctx.admissible_runs():
             recs += _one_start(ctx, m, sigma, config)

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from .._core import bounds
+
 __all__ = ["plot_all"]
 
 
@@ -53,16 +55,14 @@ def _identification(plt, curves, betas, alpha, path):
 
 
 def _values(plt, ex, path):
-    from . import _theory as th
-
     s2 = ex["sigmas"] ** 2
     fig, ax = plt.subplots(figsize=(6, 4.2))
     ax.loglog(s2, ex["G"], "o-", ms=3, label="G = J - F_sigma")
     pos = ex["Gent"] > 0
     ax.loglog(s2[pos], ex["Gent"][pos], "s-", ms=3, label="G_ent = J - F^(3/2) (zeros hidden)")
-    ax.loglog(s2, th.softmax_ceiling(ex["n"], ex["k"], ex["sigmas"]), "k--",
+    ax.loglog(s2, bounds.softmax_uniform_bound(ex["n"], ex["sigmas"], ex["k"]), "k--",
               label="2 n sigma^2 log k")
-    ax.loglog(s2, th.entmax_ceiling(ex["n"], ex["k"], ex["sigmas"]), "k:",
+    ax.loglog(s2, bounds.tsallis_uniform_bound(ex["n"], ex["sigmas"], ex["k"], 1.5), "k:",
               label="(8/3) n sigma^2 (1 - 1/sqrt k)")
     ax.set_xlabel("sigma^2")
     ax.set_title(f"Value gaps and their ceilings ({ex['dataset']}, one run)")

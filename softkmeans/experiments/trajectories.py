@@ -9,9 +9,17 @@ start's Lloyd path.
 
 import numpy as np
 
-from . import _theory as th
+from .._core import bounds
 from ._common import Progress, fmt, percent
-from ._paths import METHODS, iterate_states, lloyd_path, padded, run_method, spec_for
+from ._paths import (
+    METHODS,
+    iterate_states,
+    lloyd_path,
+    padded,
+    run_method,
+    spec_for,
+    trajectory_constants,
+)
 from .report import Claim, FamilyResult, Table
 
 __all__ = ["run_trajectories"]
@@ -33,11 +41,10 @@ def _follow(ctx, lp, method, sigma, config):
 
 def _grid(ctx, m, config, records):
     lp = lloyd_path(ctx, m)
-    pc = lp["consts"]
     for bt in config.beta_tildes:
-        sigma = float(np.sqrt(ctx.median_margin / (2.0 * bt)))
-        thm25 = th.trajectory_epsilon(pc, sigma) <= pc.r_star
-        cor26 = pc.rho > 0 and pc.delta >= 4.0 * sigma**2
+        sigma = float(bounds.sigma_for_beta(ctx.median_margin, bt))
+        thm25 = trajectory_constants(ctx, lp, sigma)["hypothesis"]
+        cor26 = lp["rho"] > 0 and lp["delta"] >= bounds.unidentified_width(sigma, 1.5)
         for method in SOFT:
             follows, terminal, _ = _follow(ctx, lp, method, sigma, config)
             records.append({"dataset": ctx.name, "run": int(m), "beta_tilde": bt,
@@ -47,14 +54,13 @@ def _grid(ctx, m, config, records):
 
 def _edge(ctx, m, config, records):
     lp = lloyd_path(ctx, m)
-    pc = lp["consts"]
-    s_star = th.critical_trajectory_sigma(pc)
+    s_star = bounds.trajectory_sigma_star(lp["delta"], lp["R"], lp["rho"], ctx.k)
     if not 0 < s_star < np.inf:
         return
     for c in config.c_values:
         sigma = c * s_star
         follows, _, dist = _follow(ctx, lp, "softmax", sigma, config)
-        eps = th.trajectory_epsilon(pc, sigma)
+        eps = trajectory_constants(ctx, lp, sigma)["eps"]
         records.append({"dataset": ctx.name, "run": int(m), "c": c, "sigma_star": s_star,
                         "follows": follows, "distance": dist, "epsilon": eps,
                         "within_eps": bool(dist <= eps)})
