@@ -1,0 +1,174 @@
+"""The numba engine: the numpy oracle's passes as parallel compiled kernels.
+
+Each pass is one sweep over X, split over threads by chunks of rows
+(:mod:`._numba_kernels`), with per-thread buffers reduced after the loop. Only
+the centroids that can carry a responsibility are visited (:mod:`._numba_rows`
+documents the pruning and its exactness), so that a low-temperature iteration
+costs about what a Lloyd iteration costs.
+
+Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
+(``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
+capped by numba's own thread count. BLAS runs at one thread inside a pass.
+Results do not depend on the number of threads beyond rounding.
+"""
+
+from contextlib import contextmanager
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from .._core.responsibilities import RelaxationSpec
+from ._numba_kernels import OUT_DIST, OUT_GAP, OUT_NONE, OUT_RESP, csr_pass, dense_pass
+from ._numba_rows import KINDS
+from ._numpy import NumpyEngine
+from ._stats import PassStats
+
+__all__ = ["NumbaEngine", "effective_n_threads"]
+
+_HARD = RelaxationSpec("hard")
+_NO_OUT = np.empty((0, 0))
+_controller = None
+
+
+def effective_n_threads(n_threads=None):
+    """Number of threads a pass uses.
+
+    Parameters
+    ----------
+    n_threads : int, default=None
+        Requested count; None follows the OpenMP limit in effect (see the
+        module docstring).
+
+    Returns
+    -------
+    int
+        Between 1 and ``numba.config.NUMBA_NUM_THREADS``.
+    """
+    if n_threads is None:
+        from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+
+        n_threads = min(_openmp_effective_n_threads(), numba.get_num_threads())
+    return int(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
+
+
+def _blas_controller():
+    global _controller
+    if _controller is None:
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController()
+    return _controller
+
+
+@contextmanager
+def _parallel_region(n_threads):
+    """numba at ``n_threads`` threads and BLAS at one, restored on exit."""
+    previous = numba.get_num_threads()
+    numba.set_num_threads(n_threads)
+    try:
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            yield
+    finally:
+        numba.set_num_threads(previous)
+
+
+class NumbaEngine(NumpyEngine):
+    """Chunked passes over one data set, compiled with numba and run in parallel.
+
+    Same interface and results (to rounding) as
+    :class:`~softkmeans._backends._numpy.NumpyEngine`.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        Validated data (float32 or float64).
+    sample_weight : ndarray of shape (n_samples,), default=None
+        Non-negative weights; ones when None.
+    n_threads : int, default=None
+        Threads of a pass; None follows the OpenMP limit in effect.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from softkmeans._backends._numba import NumbaEngine
+    >>> from softkmeans._core.responsibilities import RelaxationSpec
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [5.0, 0.0]])
+    >>> stats = NumbaEngine(X).estep(X[[0, 2]], RelaxationSpec("entmax", sigma=0.3))
+    >>> stats.labels.tolist(), stats.masses.tolist()
+    ([0, 0, 1], [2.0, 1.0])
+    """
+
+    name = "numba"
+
+    def __init__(self, X, sample_weight=None, n_threads=None):
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+        elif X.dtype not in (np.float32, np.float64):
+            X = np.ascontiguousarray(X, dtype=np.float64)
+        else:
+            X = np.ascontiguousarray(X)
+        super().__init__(X, sample_weight)
+        self.n_threads = n_threads
+
+    def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):
+        """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin)."""
+        centers = np.asarray(centers, dtype=np.float64)
+        c_sq = np.einsum("ij,ij->i", centers, centers)
+        n = self.n_samples
+        labels = np.empty(n, dtype=np.int32)
+        margins = np.empty(n)
+        dmin = np.empty(n)
+        n_threads = effective_n_threads(self.n_threads)
+        rest = (KINDS[spec.kind], spec.tau, float(spec.alpha), with_sums, out_mode, out,
+                labels, margins, dmin, n_threads)
+        X = self.X
+        with _parallel_region(n_threads):
+            if sp.issparse(X):
+                centers_t = np.ascontiguousarray(centers.T)
+                sums, masses, scalars = csr_pass(X.data, X.indices, X.indptr, X.shape[1],
+                                                 self.sample_weight, self.x_sq, centers_t,
+                                                 c_sq, *rest)
+            else:
+                centers_t = np.ascontiguousarray(centers.T, dtype=X.dtype)
+                sums, masses, scalars = dense_pass(X, self.sample_weight, self.x_sq, centers_t,
+                                                   c_sq, *rest)
+        return sums.sum(axis=0), masses.sum(axis=0), scalars.sum(axis=0), labels, margins, dmin
+
+    def estep(self, centers, spec, with_sums=True):
+        """One pass: responsibilities at ``centers`` and their statistics.
+
+        Parameters
+        ----------
+        centers : ndarray of shape (n_clusters, n_features)
+        spec : RelaxationSpec
+        with_sums : bool, default=True
+            Accumulate ``sums`` (the cross-product ``R^T X``); prediction
+            passes skip it.
+
+        Returns
+        -------
+        PassStats
+        """
+        sums, masses, scalars, labels, margins, dmin = self._pass(centers, spec, with_sums)
+        objective, inertia, gap = (float(v) for v in scalars)
+        return PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
+
+    def responsibilities(self, centers, spec):
+        """Responsibilities of every observation, shape (n_samples, n_clusters)."""
+        out = np.empty((self.n_samples, centers.shape[0]))
+        self._pass(centers, spec, False, OUT_RESP, out)
+        return out
+
+    def sq_distances(self, centers):
+        """Squared distances to every centroid, shape (n_samples, n_clusters)."""
+        out = np.empty((self.n_samples, centers.shape[0]))
+        self._pass(centers, _HARD, False, OUT_DIST, out)
+        return out
+
+    def log_sum_exp(self, centers, sigma):
+        """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
+        spec = RelaxationSpec("softmax", sigma)
+        out = np.empty((self.n_samples, 1))
+        dmin = self._pass(centers, spec, False, OUT_GAP, out)[5]
+        return -dmin / spec.tau + out[:, 0] / spec.tau
