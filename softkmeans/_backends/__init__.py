@@ -8,13 +8,24 @@ missing only fails when its engine is asked for.
 """
 
 import importlib
+from functools import lru_cache
 
 __all__ = ["BACKENDS", "get_engine", "resolve_backend"]
 
 #: name -> (module, class, what it needs)
 BACKENDS = {
     "numpy": ("._numpy", "NumpyEngine", "numpy"),
+    "numba": ("._numba", "NumbaEngine", "numba"),
 }
+
+
+@lru_cache(maxsize=1)
+def _numba_available():
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def resolve_backend(name, X=None):
@@ -30,6 +41,7 @@ def resolve_backend(name, X=None):
     Returns
     -------
     str
+        For ``"auto"``: ``"numba"`` when numba imports, ``"numpy"`` otherwise.
     """
     if name != "auto":
         if name not in BACKENDS:
@@ -37,7 +49,8 @@ def resolve_backend(name, X=None):
                 f"Unknown backend {name!r}; expected 'auto' or one of {sorted(BACKENDS)}."
             )
         return name
-    return "numpy"
+    # GPU arrays select their engine here, before the CPU rule.
+    return "numba" if _numba_available() else "numpy"
 
 
 def get_engine(name, X, sample_weight=None):
