@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from softkmeans._backends import get_engine, resolve_backend
+from softkmeans._backends import _numba, get_engine, resolve_backend
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
 from softkmeans._backends._numba_kernels import CHUNK_ROWS
 from softkmeans._backends._numba_rows import SOFTMAX_SKIP_EPS, exp_nonpositive
@@ -24,6 +24,12 @@ SPECS = {
 }
 # float32 distances go through a float32 GEMM (as in scikit-learn); the oracle's are float64.
 RTOL = {np.float64: 1e-10, np.float32: 2e-5}
+
+
+@pytest.fixture(autouse=True)
+def _threads_even_for_tiny_data(monkeypatch):
+    """Let these small passes use every thread, so the parallel reduction is exercised."""
+    monkeypatch.setattr(_numba, "WORK_PER_THREAD", 1)
 
 
 def _data(dtype, sparse, seed=0):

@@ -8,7 +8,8 @@ costs about what a Lloyd iteration costs.
 
 Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
 (``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
-capped by numba's own thread count. BLAS runs at one thread inside a pass.
+capped by numba's own thread count, and by the size of the pass (one thread
+per :data:`WORK_PER_THREAD` multiply-adds). BLAS runs at one thread inside a pass.
 Results do not depend on the number of threads beyond rounding.
 """
 
@@ -27,6 +28,9 @@ from ._stats import PassStats
 __all__ = ["NumbaEngine", "effective_n_threads"]
 
 _HARD = RelaxationSpec("hard")
+#: A pass gets one more thread per this many multiply-adds of its distance computation;
+#: below it, waking a thread costs more than it saves.
+WORK_PER_THREAD = 1 << 22
 _NO_OUT = np.empty((0, 0))
 _controller = None
 
@@ -116,13 +120,14 @@ class NumbaEngine(NumpyEngine):
         centers = np.asarray(centers, dtype=np.float64)
         c_sq = np.einsum("ij,ij->i", centers, centers)
         n = self.n_samples
+        X = self.X
         labels = np.empty(n, dtype=np.int32)
         margins = np.empty(n)
         dmin = np.empty(n)
-        n_threads = effective_n_threads(self.n_threads)
+        work = (X.nnz if sp.issparse(X) else X.size) * centers.shape[0]
+        n_threads = min(effective_n_threads(self.n_threads), 1 + work // WORK_PER_THREAD)
         rest = (KINDS[spec.kind], spec.tau, float(spec.alpha), with_sums, out_mode, out,
                 labels, margins, dmin, n_threads)
-        X = self.X
         with _parallel_region(n_threads):
             if sp.issparse(X):
                 centers_t = np.ascontiguousarray(centers.T)
