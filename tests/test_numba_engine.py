@@ -7,17 +7,18 @@ from threadpoolctl import threadpool_limits
 
 from softkmeans._backends import _numba, get_engine, resolve_backend
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
-from softkmeans._backends._numba_kernels import CHUNK_ROWS
+from softkmeans._backends._numba_kernels import chunk_rows
 from softkmeans._backends._numba_rows import SOFTMAX_SKIP_EPS, exp_nonpositive
 from softkmeans._backends._numpy import NumpyEngine
 from softkmeans._core.responsibilities import RelaxationSpec
 
-N_SAMPLES = 2 * CHUNK_ROWS + 90  # three chunks, the last one partial
 N_CLUSTERS = 7
+N_SAMPLES = 2 * chunk_rows(N_CLUSTERS) + 90  # three chunks, the last one partial
 
 SPECS = {
     "hard": RelaxationSpec("hard"),
     "softmax": RelaxationSpec("softmax", 0.6),
+    "softmax-hot": RelaxationSpec("softmax", 3.0),  # dense chunks
     "entmax-1.5": RelaxationSpec("entmax", 0.6, 1.5),
     "entmax-2": RelaxationSpec("entmax", 0.6, 2.0),
     "entmax-1.25": RelaxationSpec("entmax", 0.6, 1.25),

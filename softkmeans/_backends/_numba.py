@@ -135,9 +135,8 @@ class NumbaEngine(NumpyEngine):
                                                  self.sample_weight, self.x_sq, centers_t,
                                                  c_sq, *rest)
             else:
-                centers_t = np.ascontiguousarray(centers.T, dtype=X.dtype)
-                sums, masses, scalars = dense_pass(X, self.sample_weight, self.x_sq, centers_t,
-                                                   c_sq, *rest)
+                sums, masses, scalars = dense_pass(X, self.sample_weight, self.x_sq,
+                                                   centers.astype(X.dtype), c_sq, *rest)
         return sums.sum(axis=0), masses.sum(axis=0), scalars.sum(axis=0), labels, margins, dmin
 
     def estep(self, centers, spec, with_sums=True):

@@ -1,32 +1,46 @@
 """Parallel passes of the numba engine over dense and CSR data.
 
-One pass walks over the rows of X in chunks of :data:`CHUNK_ROWS`, split over
-threads with ``prange``. For each chunk it computes the squared distances
-(dense: one GEMM ``X_chunk @ C^T`` per chunk, BLAS at one thread, as
-scikit-learn's Lloyd kernel does; CSR: a sparse row times ``C^T``), the
-responsibilities of each row (:mod:`._numba_rows`), and adds the row's
-statistics into buffers owned by the thread, which the caller reduces after the
-loop. Nothing of size ``n_samples x n_clusters`` is allocated unless the caller
-passes an output for it (``out_mode``).
+One pass walks over the rows of X in chunks, split over threads with
+``prange``; each thread adds its rows' statistics into buffers of its own,
+which the caller reduces after the loop. Nothing of size
+``n_samples x n_clusters`` is allocated unless the caller passes an output for
+it (``out_mode``).
 
-``sums`` of a dense chunk are accumulated row by row (one ``axpy`` per nonzero
-responsibility) unless more than ``1 / DENSE_SUMS_FRACTION`` of the chunk's
-responsibilities are nonzero; then the chunk's responsibilities are scattered
-into a dense block and ``R^T X_chunk`` is one more GEMM.
+Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
+
+1. the cross term ``C X_chunk^T`` is one GEMM (BLAS at one thread, as in
+   scikit-learn's Lloyd kernel), laid out centroid-major so that the distances,
+   the nearest and second nearest centroid of every row, and the dense softmax
+   weights are computed by loops over rows that vectorize;
+2. a chunk whose softmax weights are mostly nonzero is finished densely: its
+   weights ``R`` are one exp per entry, ``masses += R w`` a GEMV and
+   ``sums += R X_chunk`` one more GEMM;
+3. otherwise each row is finished on its own: a one-hot row (Lloyd's, or an
+   identified entmax or softmax row) adds ``x_i`` to one centroid's sums, and
+   only the other rows visit their candidate centroids (:mod:`._numba_rows`).
+
+CSR X is processed row by row with float64 products.
 """
+
+import math
 
 import numpy as np
 from numba import njit, prange
 
-from ._numba_rows import row_responsibilities
+from ._numba_rows import (
+    SOFTMAX,
+    exp_nonpositive,
+    is_hard_row,
+    row_given_nearest,
+    row_responsibilities,
+    softmax_cutoff,
+)
 
-__all__ = ["CHUNK_ROWS", "DENSE_SUMS_FRACTION", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP",
+__all__ = ["DENSE_FRACTION", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "chunk_rows",
            "dense_pass", "csr_pass"]
 
-#: Rows per chunk (scikit-learn's Lloyd kernel uses 256 as well).
-CHUNK_ROWS = 256
-#: A dense chunk's ``R^T X`` goes through GEMM when more than ``1/8`` of ``R`` is nonzero.
-DENSE_SUMS_FRACTION = 8
+#: A dense chunk's softmax goes dense when more than ``1/4`` of its weights are kept.
+DENSE_FRACTION = 4
 
 #: What a pass writes into its ``out`` array, row ``i``: nothing, the
 #: responsibilities, the squared distances, or ``row_gap`` (column 0).
@@ -36,14 +50,22 @@ _JIT = {"cache": True, "nogil": True, "fastmath": {"contract"}}
 
 
 @njit(**_JIT)
-def _finish_row(d, i, kind, tau, alpha, weight, idx, val, work, masses, scalars, labels,
-                margins, dmin, out_mode, out):
-    """Responsibilities of row ``i`` from its distances ``d``; adds its statistics.
+def chunk_rows(n_clusters):
+    """Rows per chunk: 256 (scikit-learn's choice), fewer for many centroids (32 at least)."""
+    return max(32, min(256, (1 << 17) // max(n_clusters, 1)))
 
-    ``scalars`` accumulates the weighted objective, inertia and gap. Returns
-    the number of nonzero responsibilities, left in ``idx`` and ``val``.
-    """
-    m, label, row_dmin, margin, gap = row_responsibilities(d, kind, tau, alpha, idx, val, work)
+
+@njit(**_JIT)
+def _thread_buffers(n_threads, n_clusters, n_features):
+    """Per-thread accumulators: sums, masses, (objective, inertia, gap)."""
+    return (np.zeros((n_threads, n_clusters, n_features)), np.zeros((n_threads, n_clusters)),
+            np.zeros((n_threads, 3)))
+
+
+@njit(**_JIT)
+def _record_row(i, label, row_dmin, margin, gap, weight, m, idx, val, masses, scalars, labels,
+                margins, dmin, out_mode, out):
+    """Store row ``i``'s summary and add its compact responsibilities to the statistics."""
     labels[i] = label
     margins[i] = margin
     dmin[i] = row_dmin
@@ -56,83 +78,179 @@ def _finish_row(d, i, kind, tau, alpha, weight, idx, val, work, masses, scalars,
         out[i, :] = 0.0
         for q in range(m):
             out[i, idx[q]] = val[q]
-    elif out_mode == OUT_DIST:
-        out[i, :] = d
     elif out_mode == OUT_GAP:
         out[i, 0] = gap
-    return m
 
 
 @njit(**_JIT)
-def _thread_buffers(n_threads, n_clusters, n_features):
-    """Per-thread accumulators: sums, masses, (objective, inertia, gap)."""
-    return (np.zeros((n_threads, n_clusters, n_features)), np.zeros((n_threads, n_clusters)),
-            np.zeros((n_threads, 3)))
+def _distances_and_nearest(cross, x_sq, c_sq, D, first, second, label):
+    """``D = max(||x||^2 - 2 cross + ||c||^2, 0)`` (centroid-major) and each row's nearest two.
+
+    Ties keep the first index; ``second`` is the smallest distance to another
+    centroid (``inf`` with a single centroid).
+    """
+    k, rows = D.shape
+    first[:rows] = np.inf
+    second[:rows] = np.inf
+    label[:rows] = 0
+    for j in range(k):
+        cj = c_sq[j]
+        for r in range(rows):
+            v = max(x_sq[r] - 2.0 * cross[j, r] + cj, 0.0)
+            D[j, r] = v
+            f = first[r]
+            closer = v < f
+            runner = v if v > f else f
+            second[r] = runner if runner < second[r] else second[r]
+            label[r] = j if closer else label[r]
+            first[r] = v if closer else f
+
+
+@njit(**_JIT)
+def _softmax_dense(D, first, cutoff, label, tau, others):
+    """Softmax weights in place (``D`` becomes ``exp(-(d - dmin)/tau)``, label's weight 1).
+
+    ``others`` receives the sum of the other centroids' weights of each row.
+    """
+    k, rows = D.shape
+    for j in range(k):
+        for r in range(rows):
+            v = D[j, r]
+            e = exp_nonpositive(-(v - first[r]) / tau)
+            D[j, r] = e if v <= cutoff[r] else 0.0
+    for r in range(rows):
+        D[label[r], r] = 0.0
+        others[r] = 0.0
+    for j in range(k):
+        for r in range(rows):
+            others[r] += D[j, r]
+    for r in range(rows):
+        D[label[r], r] = 1.0
+
+
+@njit(**_JIT)
+def _kept_count(D, cutoff):
+    k, rows = D.shape
+    count = 0
+    for j in range(k):
+        for r in range(rows):
+            count += D[j, r] <= cutoff[r]
+    return count
+
+
+@njit(**_JIT)
+def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out_mode, out,
+                 labels, margins, dmin, start, n_rows, cross_buf, dist_buf, near, label, row,
+                 work, idx, val, mass_buf, block, sums, masses, scalars):
+    """Rows ``start:start + n_rows`` of a dense pass, into one thread's buffers."""
+    rows = min(n_rows, X.shape[0] - start)
+    k = centers.shape[0]
+    stop = start + rows
+    Xc = X[start:stop]
+    cross = cross_buf[:k * rows].reshape((k, rows))
+    np.dot(centers, Xc.T, cross)
+    D = dist_buf[:k * rows].reshape((k, rows))
+    first, second, aux = near[0], near[1], near[2]
+    _distances_and_nearest(cross, x_sq[start:stop], c_sq, D, first, second, label)
+    for r in range(rows):
+        margins[start + r] = second[r] - first[r] if k > 1 else 0.0
+    dense = False
+    if kind == SOFTMAX:
+        for r in range(rows):
+            aux[r] = softmax_cutoff(first[r], second[r], tau)
+        dense = _kept_count(D, aux) * DENSE_FRACTION > rows * k
+    if dense:
+        _dense_softmax_chunk(Xc, weights[start:stop], D, first, aux, near[3], label, tau,
+                             with_sums, out_mode, out, labels, dmin, start, cross, mass_buf,
+                             block, sums, masses, scalars)
+        return
+    for r in range(rows):
+        i = start + r
+        if out_mode == OUT_DIST:
+            out[i, :] = D[:, r]
+        if is_hard_row(kind, first[r], second[r], tau, alpha):
+            m, gap = 1, 0.0
+            idx[0] = label[r]
+            val[0] = 1.0
+        else:
+            row[:] = D[:, r]
+            m, gap = row_given_nearest(row, kind, label[r], first[r], second[r], tau, alpha,
+                                       idx, val, work)
+        w = weights[i]
+        _record_row(i, label[r], first[r], margins[i], gap, w, m, idx, val, masses, scalars,
+                    labels, margins, dmin, out_mode, out)
+        if with_sums:
+            x = Xc[r]
+            for q in range(m):
+                coef = w * val[q]
+                s = sums[idx[q]]
+                for f in range(x.shape[0]):
+                    s[f] += coef * x[f]
+
+
+@njit(**_JIT)
+def _dense_softmax_chunk(Xc, w, D, first, cutoff, scale, label, tau, with_sums, out_mode, out,
+                         labels, dmin, start, R, mass_buf, block, sums, masses, scalars):
+    """Finish a chunk whose softmax weights are mostly nonzero with a GEMV and a GEMM."""
+    k, rows = D.shape
+    others = cutoff  # the cutoffs are spent once the weights are computed
+    _softmax_dense(D, first, cutoff, label, tau, others)
+    for r in range(rows):
+        i = start + r
+        total = 1.0 + others[r]
+        gap = tau * math.log1p(others[r])
+        labels[i] = label[r]
+        dmin[i] = first[r]
+        scalars[0] += w[r] * (first[r] - gap)
+        scalars[1] += w[r] * first[r]
+        scalars[2] += w[r] * gap
+        scale[r] = w[r] / total
+        if out_mode == OUT_RESP:
+            for j in range(k):
+                out[i, j] = D[j, r] / total
+        elif out_mode == OUT_GAP:
+            out[i, 0] = gap
+    np.dot(D, scale[:rows], mass_buf)
+    masses += mass_buf
+    if not with_sums:
+        return
+    for j in range(k):
+        for r in range(rows):
+            R[j, r] = D[j, r] * scale[r]
+    np.dot(R, Xc, block)
+    sums += block
 
 
 @njit(parallel=True, **_JIT)
-def dense_pass(X, weights, x_sq, centers_t, c_sq, kind, tau, alpha, with_sums, out_mode, out,
+def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out_mode, out,
                labels, margins, dmin, n_threads):
     """One pass over dense ``X`` (C-contiguous); returns the per-thread buffers.
 
-    ``centers_t`` is ``C^T`` (n_features x n_clusters, C-contiguous) in the dtype
-    of X; ``c_sq`` the squared norms of the centroids (float64).
+    ``centers`` (C-contiguous) is in the dtype of X; ``c_sq`` holds the squared
+    norms of the float64 centroids.
     """
     n, n_features = X.shape
-    k = centers_t.shape[1]
+    k = centers.shape[0]
+    rows = chunk_rows(k)
     sums, masses, scalars = _thread_buffers(n_threads, k, n_features)
-    cross = np.empty((n_threads, CHUNK_ROWS, k), X.dtype)
-    block = np.empty((n_threads, k, n_features), X.dtype)
-    dist = np.empty((n_threads, k))
+    cross = np.empty((n_threads, k * rows), X.dtype)
+    dist = np.empty((n_threads, k * rows))
+    near = np.empty((n_threads, 4, rows))
+    label = np.empty((n_threads, rows), np.intp)
+    row = np.empty((n_threads, k))
     work = np.empty((n_threads, k))
-    idx = np.empty((n_threads, CHUNK_ROWS, k + 1), np.intp)
-    val = np.empty((n_threads, CHUNK_ROWS, k + 1))
-    counts = np.empty((n_threads, CHUNK_ROWS), np.intp)
-    n_chunks = (n + CHUNK_ROWS - 1) // CHUNK_ROWS
+    idx = np.empty((n_threads, k + 1), np.intp)
+    val = np.empty((n_threads, k + 1))
+    mass_buf = np.empty((n_threads, k))
+    block = np.empty((n_threads, k, n_features), X.dtype)
+    n_chunks = (n + rows - 1) // rows
     for t in prange(n_threads):
         for c in range(t, n_chunks, n_threads):
-            _dense_chunk(X, weights, x_sq, centers_t, c_sq, kind, tau, alpha, with_sums,
-                         out_mode, out, labels, margins, dmin, c * CHUNK_ROWS, cross[t],
-                         block[t], dist[t], work[t], idx[t], val[t], counts[t], sums[t],
-                         masses[t], scalars[t])
+            _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out_mode,
+                         out, labels, margins, dmin, c * rows, rows, cross[t], dist[t], near[t],
+                         label[t], row[t], work[t], idx[t], val[t], mass_buf[t], block[t],
+                         sums[t], masses[t], scalars[t])
     return sums, masses, scalars
-
-
-@njit(**_JIT)
-def _dense_chunk(X, weights, x_sq, centers_t, c_sq, kind, tau, alpha, with_sums, out_mode, out,
-                 labels, margins, dmin, start, cross, block, d, work, idx, val, counts, sums,
-                 masses, scalars):
-    """Rows ``start:start + CHUNK_ROWS`` of a dense pass, into one thread's buffers."""
-    rows = min(CHUNK_ROWS, X.shape[0] - start)
-    k = centers_t.shape[1]
-    Xc = X[start:start + rows]
-    cr = cross[:rows]
-    np.dot(Xc, centers_t, cr)
-    nnz = 0
-    for r in range(rows):
-        i = start + r
-        for j in range(k):
-            d[j] = max(x_sq[i] - 2.0 * cr[r, j] + c_sq[j], 0.0)
-        counts[r] = _finish_row(d, i, kind, tau, alpha, weights[i], idx[r], val[r], work,
-                                masses, scalars, labels, margins, dmin, out_mode, out)
-        nnz += counts[r]
-    if not with_sums:
-        return
-    if nnz * DENSE_SUMS_FRACTION > rows * k:
-        cr[:, :] = 0.0
-        for r in range(rows):
-            for q in range(counts[r]):
-                cr[r, idx[r, q]] = weights[start + r] * val[r, q]
-        np.dot(cr.T, Xc, block)
-        sums += block
-        return
-    for r in range(rows):
-        x = Xc[r]
-        for q in range(counts[r]):
-            coef = weights[start + r] * val[r, q]
-            s = sums[idx[r, q]]
-            for f in range(x.shape[0]):
-                s[f] += coef * x[f]
 
 
 @njit(parallel=True, **_JIT)
@@ -149,36 +267,38 @@ def csr_pass(data, indices, indptr, n_features, weights, x_sq, centers_t, c_sq, 
     work = np.empty((n_threads, k))
     idx = np.empty((n_threads, k + 1), np.intp)
     val = np.empty((n_threads, k + 1))
-    n_chunks = (n + CHUNK_ROWS - 1) // CHUNK_ROWS
+    rows = chunk_rows(k)
+    n_chunks = (n + rows - 1) // rows
     for t in prange(n_threads):
         for c in range(t, n_chunks, n_threads):
-            _csr_chunk(data, indices, indptr, weights, x_sq, centers_t, c_sq, kind, tau, alpha,
-                       with_sums, out_mode, out, labels, margins, dmin, c * CHUNK_ROWS,
-                       dist[t], work[t], idx[t], val[t], sums[t], masses[t], scalars[t])
+            for i in range(c * rows, min((c + 1) * rows, n)):
+                _csr_row(data, indices, indptr, i, weights[i], x_sq[i], centers_t, c_sq, kind,
+                         tau, alpha, with_sums, out_mode, out, labels, margins, dmin, dist[t],
+                         work[t], idx[t], val[t], sums[t], masses[t], scalars[t])
     return sums, masses, scalars
 
 
 @njit(**_JIT)
-def _csr_chunk(data, indices, indptr, weights, x_sq, centers_t, c_sq, kind, tau, alpha,
-               with_sums, out_mode, out, labels, margins, dmin, start, d, work, idx, val, sums,
-               masses, scalars):
-    """Rows ``start:start + CHUNK_ROWS`` of a CSR pass, into one thread's buffers."""
-    k = centers_t.shape[1]
-    for i in range(start, min(start + CHUNK_ROWS, indptr.shape[0] - 1)):
-        d[:] = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            v = np.float64(data[p])
-            row_c = centers_t[indices[p]]
-            for j in range(k):
-                d[j] += v * row_c[j]
-        for j in range(k):
-            d[j] = max(x_sq[i] - 2.0 * d[j] + c_sq[j], 0.0)
-        m = _finish_row(d, i, kind, tau, alpha, weights[i], idx, val, work, masses, scalars,
-                        labels, margins, dmin, out_mode, out)
-        if not with_sums:
-            continue
+def _csr_row(data, indices, indptr, i, weight, x_sq, centers_t, c_sq, kind, tau, alpha,
+             with_sums, out_mode, out, labels, margins, dmin, d, work, idx, val, sums, masses,
+             scalars):
+    """Row ``i`` of a CSR pass, into one thread's buffers."""
+    d[:] = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        v = np.float64(data[p])
+        row_c = centers_t[indices[p]]
+        for j in range(d.shape[0]):
+            d[j] += v * row_c[j]
+    for j in range(d.shape[0]):
+        d[j] = max(x_sq - 2.0 * d[j] + c_sq[j], 0.0)
+    if out_mode == OUT_DIST:
+        out[i, :] = d
+    m, label, row_dmin, margin, gap = row_responsibilities(d, kind, tau, alpha, idx, val, work)
+    _record_row(i, label, row_dmin, margin, gap, weight, m, idx, val, masses, scalars, labels,
+                margins, dmin, out_mode, out)
+    if with_sums:
         for q in range(m):
-            coef = weights[i] * val[q]
+            coef = weight * val[q]
             s = sums[idx[q]]
             for p in range(indptr[i], indptr[i + 1]):
                 s[indices[p]] += coef * data[p]

@@ -28,7 +28,8 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 __all__ = ["HARD", "SOFTMAX", "ENTMAX", "KINDS", "SOFTMAX_SKIP_EPS", "exp_nonpositive",
-           "nearest_two", "row_responsibilities"]
+           "nearest_two", "softmax_cutoff", "is_hard_row", "row_responsibilities",
+           "row_given_nearest"]
 
 #: Integer codes of :attr:`RelaxationSpec.kind` inside the kernels.
 HARD, SOFTMAX, ENTMAX = 0, 1, 2
@@ -37,6 +38,8 @@ KINDS = {"hard": HARD, "softmax": SOFTMAX, "entmax": ENTMAX}
 #: Softmax terms below this fraction of the second nearest centroid's weight are skipped.
 SOFTMAX_SKIP_EPS = math.exp(-37.0)  # 8.5e-17 < 2**-53
 _SOFTMAX_SKIP_LOG = 37.0
+#: ``exp(-746)`` is 0 in float64.
+_UNDERFLOW_LOG = 746.0
 
 #: Rows with at most this many entmax candidates are sorted in place (insertion sort).
 _INSERTION_SORT_MAX = 16
@@ -119,9 +122,28 @@ def nearest_two(d):
 
 
 @njit(**_JIT)
+def softmax_cutoff(dmin, second, tau):
+    """Largest squared distance whose softmax weight is kept (see the module docstring).
+
+    Beyond ``dmin + 746 tau`` the weight underflows to 0 in float64 anyway.
+    """
+    return min(second + _SOFTMAX_SKIP_LOG * tau, dmin + _UNDERFLOW_LOG * tau)
+
+
+@njit(**_JIT)
+def is_hard_row(kind, dmin, second, tau, alpha):
+    """Whether the row's responsibilities are exactly one-hot at its nearest centroid."""
+    if kind == SOFTMAX:
+        return second > dmin + _UNDERFLOW_LOG * tau
+    if kind == ENTMAX:
+        return not second - dmin < tau / (alpha - 1.0)
+    return True
+
+
+@njit(**_JIT)
 def _softmax(d, label, dmin, second, tau, idx, val):
     """Softmax weights of the centroids that matter; returns (m, row_gap)."""
-    skip = second + _SOFTMAX_SKIP_LOG * tau
+    skip = softmax_cutoff(dmin, second, tau)
     m = 0
     for j in range(d.shape[0]):
         if j != label and d[j] <= skip:
@@ -211,10 +233,6 @@ def _threshold_bisection(u, exponent, n_clusters):
 def _entmax(d, label, dmin, second, tau, alpha, idx, val, work):
     """Entmax-alpha responsibilities on the support window; returns (m, row_gap)."""
     width = tau / (alpha - 1.0)
-    if not second - dmin < width:
-        idx[0] = label
-        val[0] = 1.0
-        return 1, 0.0
     m = 0
     for j in range(d.shape[0]):
         if d[j] - dmin < width:
@@ -275,12 +293,17 @@ def row_responsibilities(d, kind, tau, alpha, idx, val, work):
     """
     label, dmin, second = nearest_two(d)
     margin = second - dmin if d.shape[0] > 1 else 0.0
-    if kind == SOFTMAX:
-        m, gap = _softmax(d, label, dmin, second, tau, idx, val)
-    elif kind == ENTMAX:
-        m, gap = _entmax(d, label, dmin, second, tau, alpha, idx, val, work)
-    else:
+    m, gap = row_given_nearest(d, kind, label, dmin, second, tau, alpha, idx, val, work)
+    return m, label, dmin, margin, gap
+
+
+@njit(**_JIT)
+def row_given_nearest(d, kind, label, dmin, second, tau, alpha, idx, val, work):
+    """:func:`row_responsibilities` once the nearest two are known; returns (m, row_gap)."""
+    if is_hard_row(kind, dmin, second, tau, alpha):
         idx[0] = label
         val[0] = 1.0
-        m, gap = 1, 0.0
-    return m, label, dmin, margin, gap
+        return 1, 0.0
+    if kind == SOFTMAX:
+        return _softmax(d, label, dmin, second, tau, idx, val)
+    return _entmax(d, label, dmin, second, tau, alpha, idx, val, work)
