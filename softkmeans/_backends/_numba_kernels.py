@@ -12,9 +12,11 @@ Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
    scikit-learn's Lloyd kernel), laid out centroid-major so that the distances,
    the nearest and second nearest centroid of every row, and the dense softmax
    weights are computed by loops over rows that vectorize;
-2. a chunk whose softmax weights are mostly nonzero is finished densely: its
-   weights ``R`` are one exp per entry, ``masses += R w`` a GEMV and
-   ``sums += R X_chunk`` one more GEMM;
+2. a softmax chunk whose rows are mostly not one-hot is finished densely: its
+   weights ``R`` are one exp per entry (pruned entries are set to 0),
+   ``masses += R w`` is a GEMV and ``sums += R X_chunk`` one more GEMM (a
+   row-by-row visit of the candidates would read the centroid-major distances
+   across cache lines, which costs more than the exps it saves);
 3. otherwise each row is finished on its own: a one-hot row (Lloyd's, or an
    identified entmax or softmax row) adds ``x_i`` to one centroid's sums, and
    only the other rows visit their candidate centroids (:mod:`._numba_rows`).
@@ -29,6 +31,7 @@ from numba import njit, prange
 
 from ._numba_rows import (
     SOFTMAX,
+    exp_as,
     exp_nonpositive,
     is_hard_row,
     row_given_nearest,
@@ -39,7 +42,7 @@ from ._numba_rows import (
 __all__ = ["DENSE_FRACTION", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "chunk_rows",
            "dense_pass", "csr_pass"]
 
-#: A dense chunk's softmax goes dense when more than ``1/4`` of its weights are kept.
+#: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
 DENSE_FRACTION = 4
 
 #: What a pass writes into its ``out`` array, row ``i``: nothing, the
@@ -107,41 +110,32 @@ def _distances_and_nearest(cross, x_sq, c_sq, D, first, second, label):
 
 
 @njit(**_JIT)
-def _softmax_dense(D, first, cutoff, label, tau, others):
-    """Softmax weights in place (``D`` becomes ``exp(-(d - dmin)/tau)``, label's weight 1).
+def _softmax_dense(D, second, cutoff, label, tau, E, others):
+    """Softmax weights relative to the second nearest centroid, into ``E`` (dtype of X).
 
-    ``others`` receives the sum of the other centroids' weights of each row.
+    ``E[j, r] = exp(-(D[j, r] - second_r) / tau)`` for the kept centroids other
+    than the nearest, 0 elsewhere; every kept weight lies in ``[exp(-37), 1]``,
+    so float32 holds it without underflow. ``others`` receives each row's sum
+    of ``E`` (in float64).
     """
     k, rows = D.shape
     for j in range(k):
         for r in range(rows):
             v = D[j, r]
-            e = exp_nonpositive(-(v - first[r]) / tau)
-            D[j, r] = e if v <= cutoff[r] else 0.0
+            e = exp_as(E, -(v - second[r]) / tau)
+            E[j, r] = e if v <= cutoff[r] else 0.0
     for r in range(rows):
-        D[label[r], r] = 0.0
+        E[label[r], r] = 0.0
         others[r] = 0.0
     for j in range(k):
         for r in range(rows):
-            others[r] += D[j, r]
-    for r in range(rows):
-        D[label[r], r] = 1.0
-
-
-@njit(**_JIT)
-def _kept_count(D, cutoff):
-    k, rows = D.shape
-    count = 0
-    for j in range(k):
-        for r in range(rows):
-            count += D[j, r] <= cutoff[r]
-    return count
+            others[r] += E[j, r]
 
 
 @njit(**_JIT)
 def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out_mode, out,
-                 labels, margins, dmin, start, n_rows, cross_buf, dist_buf, near, label, row,
-                 work, idx, val, mass_buf, block, sums, masses, scalars):
+                 labels, margins, dmin, start, n_rows, cross_buf, dist_buf, near, scale,
+                 scaled_x, label, row, work, idx, val, mass_buf, block, sums, masses, scalars):
     """Rows ``start:start + n_rows`` of a dense pass, into one thread's buffers."""
     rows = min(n_rows, X.shape[0] - start)
     k = centers.shape[0]
@@ -156,13 +150,15 @@ def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, o
         margins[start + r] = second[r] - first[r] if k > 1 else 0.0
     dense = False
     if kind == SOFTMAX:
+        soft_rows = 0
         for r in range(rows):
             aux[r] = softmax_cutoff(first[r], second[r], tau)
-        dense = _kept_count(D, aux) * DENSE_FRACTION > rows * k
+            soft_rows += not is_hard_row(kind, first[r], second[r], tau, alpha)
+        dense = soft_rows * DENSE_FRACTION > rows
     if dense:
-        _dense_softmax_chunk(Xc, weights[start:stop], D, first, aux, near[3], label, tau,
-                             with_sums, out_mode, out, labels, dmin, start, cross, mass_buf,
-                             block, sums, masses, scalars)
+        _dense_softmax_chunk(Xc, weights[start:stop], D, first, second, aux, label, tau,
+                             with_sums, out_mode, out, labels, dmin, start, cross, scale,
+                             scaled_x, mass_buf, block, sums, masses, scalars)
         return
     for r in range(rows):
         i = start + r
@@ -189,35 +185,53 @@ def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, o
 
 
 @njit(**_JIT)
-def _dense_softmax_chunk(Xc, w, D, first, cutoff, scale, label, tau, with_sums, out_mode, out,
-                         labels, dmin, start, R, mass_buf, block, sums, masses, scalars):
-    """Finish a chunk whose softmax weights are mostly nonzero with a GEMV and a GEMM."""
+def _dense_softmax_chunk(Xc, w, D, first, second, cutoff, label, tau, with_sums, out_mode, out,
+                         labels, dmin, start, E, scale, Xs, mass_buf, block, sums, masses,
+                         scalars):
+    """Finish a chunk whose rows are mostly soft: one exp per entry, a GEMV and a GEMM.
+
+    With ``s_r = exp(-(second_r - dmin_r) / tau)`` (float64), a row's weights
+    are 1 for its nearest centroid and ``s_r E[j, r]`` for the others, so
+    ``S_r = s_r sum_j E[j, r]`` keeps its relative precision however small it
+    is. The nearest centroid's share is added row by row; the others' is
+    ``E @ (scale * X_chunk)`` with ``scale_r = w_r s_r / (1 + S_r)``.
+    """
     k, rows = D.shape
-    others = cutoff  # the cutoffs are spent once the weights are computed
-    _softmax_dense(D, first, cutoff, label, tau, others)
+    others = cutoff  # spent once the weights are computed
+    _softmax_dense(D, second, cutoff, label, tau, E, others)
     for r in range(rows):
         i = start + r
-        total = 1.0 + others[r]
-        gap = tau * math.log1p(others[r])
+        ratio = exp_nonpositive(-(second[r] - first[r]) / tau)
+        rest = ratio * others[r]
+        total = 1.0 + rest
+        gap = tau * math.log1p(rest)
         labels[i] = label[r]
         dmin[i] = first[r]
         scalars[0] += w[r] * (first[r] - gap)
         scalars[1] += w[r] * first[r]
         scalars[2] += w[r] * gap
-        scale[r] = w[r] / total
+        scale[r] = w[r] * ratio / total
+        lead = w[r] / total
+        masses[label[r]] += lead
+        if with_sums:
+            s = sums[label[r]]
+            x = Xc[r]
+            for f in range(x.shape[0]):
+                s[f] += lead * x[f]
         if out_mode == OUT_RESP:
             for j in range(k):
-                out[i, j] = D[j, r] / total
+                out[i, j] = E[j, r] * (ratio / total)
+            out[i, label[r]] = 1.0 / total
         elif out_mode == OUT_GAP:
             out[i, 0] = gap
-    np.dot(D, scale[:rows], mass_buf)
+    np.dot(E, scale[:rows], mass_buf)
     masses += mass_buf
     if not with_sums:
         return
-    for j in range(k):
-        for r in range(rows):
-            R[j, r] = D[j, r] * scale[r]
-    np.dot(R, Xc, block)
+    for r in range(rows):
+        for f in range(Xs.shape[1]):
+            Xs[r, f] = Xc[r, f] * scale[r]
+    np.dot(E, Xs[:rows], block)
     sums += block
 
 
@@ -235,21 +249,23 @@ def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out
     sums, masses, scalars = _thread_buffers(n_threads, k, n_features)
     cross = np.empty((n_threads, k * rows), X.dtype)
     dist = np.empty((n_threads, k * rows))
-    near = np.empty((n_threads, 4, rows))
+    near = np.empty((n_threads, 3, rows))
+    scale = np.empty((n_threads, rows), X.dtype)
+    scaled_x = np.empty((n_threads, rows, n_features), X.dtype)
     label = np.empty((n_threads, rows), np.intp)
     row = np.empty((n_threads, k))
     work = np.empty((n_threads, k))
     idx = np.empty((n_threads, k + 1), np.intp)
     val = np.empty((n_threads, k + 1))
-    mass_buf = np.empty((n_threads, k))
+    mass_buf = np.empty((n_threads, k), X.dtype)
     block = np.empty((n_threads, k, n_features), X.dtype)
     n_chunks = (n + rows - 1) // rows
     for t in prange(n_threads):
         for c in range(t, n_chunks, n_threads):
             _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out_mode,
                          out, labels, margins, dmin, c * rows, rows, cross[t], dist[t], near[t],
-                         label[t], row[t], work[t], idx[t], val[t], mass_buf[t], block[t],
-                         sums[t], masses[t], scalars[t])
+                         scale[t], scaled_x[t], label[t], row[t], work[t], idx[t], val[t],
+                         mass_buf[t], block[t], sums[t], masses[t], scalars[t])
     return sums, masses, scalars
 
 
