@@ -96,11 +96,17 @@ class OursIteration:
 
 
 class SklearnIteration:
-    """One call of scikit-learn's chunked Lloyd kernel (labels and centers updated)."""
+    """One call of scikit-learn's chunked Lloyd kernel (labels and centers updated).
+
+    BLAS is held to one thread around the call, as ``KMeans.fit`` does.
+    """
 
     def __init__(self, X, init):
         from sklearn.cluster._k_means_lloyd import lloyd_iter_chunked_dense
         from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+        from threadpoolctl import ThreadpoolController
+
+        self._blas_limit = ThreadpoolController().limit
 
         self._kernel = lloyd_iter_chunked_dense
         self._n_threads = _openmp_effective_n_threads()
@@ -114,8 +120,9 @@ class SklearnIteration:
         self.shift = np.empty(init.shape[0], dtype=dtype)
 
     def __call__(self):
-        self._kernel(self.X, self.weights, self.centers, self.centers_new,
-                     self.weight_in_clusters, self.labels, self.shift, self._n_threads)
+        with self._blas_limit(limits=1, user_api="blas"):
+            self._kernel(self.X, self.weights, self.centers, self.centers_new,
+                         self.weight_in_clusters, self.labels, self.shift, self._n_threads)
         self.centers, self.centers_new = self.centers_new, self.centers
 
 
