@@ -9,7 +9,9 @@ Run from the repository root, with the fast BLAS kernel for this command only::
     OPENBLAS_CORETYPE=SkylakeX python benchmarks/compare.py --sizes 100000x100 --repeats 7
 
 ``--memory`` adds the peak resident memory of ``SoftKMeans(max_iter=2).fit``
-(measured in a fresh process) beside the size of X.
+(measured in a fresh process) beside the size of X. ``--clock cpu`` times
+process CPU instead of wall time: with one thread everywhere
+(``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``) it is steadier on a shared machine.
 """
 
 import argparse
@@ -72,22 +74,72 @@ def measure(runs, repeats, clock=time.perf_counter):
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+_PEAK_SCRIPT = """
+import os, sys, threading, time
+from benchmarks.common import make_data, temperatures
+from softkmeans import SoftKMeans
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+n, k = int(sys.argv[1]), int(sys.argv[2])
+X, init = make_data(n, k)
+sigma = temperatures(n, k)["low"]
+model = SoftKMeans(k, sigma=sigma, init=init, max_iter=1)
+model.fit(X[:1000])  # load the compiled kernels
+base = peak = rss()
+done = False
+
+def watch():
+    global peak
+    while not done:
+        peak = max(peak, rss())
+        time.sleep(0.002)
+
+watcher = threading.Thread(target=watch)
+watcher.start()
+SoftKMeans(k, sigma=sigma, init=init, max_iter=2).fit(X)
+done = True
+watcher.join()
+print(X.nbytes / 1e6, base / 1e6, peak / 1e6)
+"""
+
+
 def peak_memory(n, k):
-    """(size of X, peak RSS of a 2-iteration SoftKMeans fit in a fresh process), in MB."""
-    code = (
-        "import resource, numpy as np\n"
-        "from benchmarks.common import make_data, temperatures\n"
-        "from softkmeans import SoftKMeans\n"
-        f"X, init = make_data({n}, {k}); sigma = temperatures({n}, {k})['low']\n"
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        f"SoftKMeans({k}, sigma=sigma, init=init, max_iter=2).fit(X)\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(X.nbytes / 1e6, base / 1e3, peak / 1e3)\n"
-    )
-    env_path = f"{ROOT}:{ROOT / 'asv_bench'}"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, env={"PYTHONPATH": env_path, **_env()})
+    """(size of X, RSS before fit, peak RSS during a 2-iteration SoftKMeans fit), in MB.
+
+    Measured in a fresh process by sampling ``/proc/self/statm`` every 2 ms, so
+    that the memory of generating the data does not count.
+    """
+    env = {**_env(), "PYTHONPATH": f"{ROOT}:{ROOT / 'asv_bench'}"}
+    result = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(n), str(k)],
+                            capture_output=True, text=True, check=True, env=env)
     return [float(v) for v in result.stdout.split()]
+
+
+def annealed_report(n, k):
+    """AnnealedKMeans' fit time as a multiple of one scikit-learn KMeans fit from the same start."""
+    from sklearn.cluster import KMeans
+
+    from softkmeans import AnnealedKMeans
+
+    X, init = make_data(n, k)
+    AnnealedKMeans(k, init=init, n_temperatures=2, max_iter=2).fit(X[:1000])  # load kernels
+    start = time.perf_counter()
+    sk = KMeans(k, init=init, n_init=1, algorithm="lloyd").fit(X)
+    sk_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    model = AnnealedKMeans(k, init=init).fit(X)
+    seconds = time.perf_counter() - start
+    stages = model.temperature_n_iter_
+    polish = model.n_iter_ - int(stages.sum())
+    print(f"\nAnnealedKMeans n={n:.0e} k={k}: {seconds:.2f} s = {seconds / sk_seconds:.1f} x one "
+          f"KMeans fit ({sk_seconds:.2f} s, {sk.n_iter_} iterations); "
+          f"{model.n_iter_} passes = {stages.sum()} over {len(stages)} temperatures "
+          f"(min {stages.min()}, median {int(np.median(stages))}, max {stages.max()}) "
+          f"+ {polish} in the Lloyd polish; inertia {model.inertia_:.6g} vs KMeans "
+          f"{sk.inertia_:.6g}")
 
 
 def _env():
@@ -114,6 +166,8 @@ def main(argv=None):
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: process CPU time, steadier on a shared machine with one "
                              "thread (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1)")
+    parser.add_argument("--annealed", action="store_true",
+                        help="also time AnnealedKMeans against one KMeans fit")
     parser.add_argument("--memory", action="store_true", help="also measure peak memory of fit")
     args = parser.parse_args(argv)
     print("threadpools:", *blas_report(), sep="\n  ")
@@ -131,8 +185,10 @@ def main(argv=None):
             print(f"| {name} | {1e3 * seconds:.2f} | {seconds / ref:.2f} | {seconds / gemm:.2f} |")
         if args.memory:
             x_mb, base_mb, peak_mb = peak_memory(n, k)
-            print(f"peak RSS of fit: {peak_mb:.0f} MB (before fit {base_mb:.0f} MB); "
-                  f"X = {x_mb:.0f} MB; budget 1.5 X + 100 MB = {1.5 * x_mb + 100:.0f} MB")
+            print(f"fit memory: peak RSS {peak_mb:.0f} MB, {peak_mb - base_mb:.0f} MB above the "
+                  f"RSS before fit ({base_mb:.0f} MB, X included); X = {x_mb:.0f} MB")
+        if args.annealed:
+            annealed_report(n, k)
     return 0
 
 

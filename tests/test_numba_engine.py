@@ -8,7 +8,11 @@ from threadpoolctl import threadpool_limits
 from softkmeans._backends import _numba, get_engine, resolve_backend
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
 from softkmeans._backends._numba_kernels import chunk_rows
-from softkmeans._backends._numba_rows import SOFTMAX_SKIP_EPS, exp_nonpositive
+from softkmeans._backends._numba_rows import (
+    SOFTMAX_SKIP_EPS,
+    exp_nonpositive,
+    exp_nonpositive32,
+)
 from softkmeans._backends._numpy import NumpyEngine
 from softkmeans._core.responsibilities import RelaxationSpec
 
@@ -142,6 +146,13 @@ def test_exp_matches_numpy_down_to_underflow():
     np.testing.assert_allclose(got[normal], want[normal], rtol=3e-16)
     np.testing.assert_allclose(got[~normal], want[~normal], rtol=0, atol=2e-323)
     assert got[-1] == 0.0 and got[-4] == 1.0
+
+
+def test_float32_exp_within_two_ulps_on_the_kept_range():
+    x = np.linspace(-40.0, 0.0, 2001).astype(np.float32)
+    got = np.array([exp_nonpositive32(v) for v in x])
+    assert got.dtype == np.float32 and got[-1] == 1.0
+    np.testing.assert_allclose(got, np.exp(x.astype(np.float64)), rtol=2 * 2.0**-23)
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])

@@ -20,9 +20,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._core.responsibilities import RelaxationSpec
-from ._numba_kernels import OUT_DIST, OUT_GAP, OUT_NONE, OUT_RESP, csr_pass, dense_pass
+from ._numba_kernels import (
+    OUT_DIST,
+    OUT_GAP,
+    OUT_NONE,
+    OUT_RESP,
+    csr_pass,
+    dense_pass,
+    dense_row_sq_norms,
+)
 from ._numba_rows import KINDS
-from ._numpy import NumpyEngine
+from ._numpy import NumpyEngine, _row_sq_norms
 from ._stats import PassStats
 
 __all__ = ["NumbaEngine", "effective_n_threads"]
@@ -108,11 +116,19 @@ class NumbaEngine(NumpyEngine):
     def __init__(self, X, sample_weight=None, n_threads=None):
         if sp.issparse(X):
             X = sp.csr_matrix(X)
-        elif X.dtype not in (np.float32, np.float64):
-            X = np.ascontiguousarray(X, dtype=np.float64)
+            x_sq = _row_sq_norms(X)
         else:
+            if X.dtype not in (np.float32, np.float64):
+                X = np.asarray(X, dtype=np.float64)
             X = np.ascontiguousarray(X)
-        super().__init__(X, sample_weight)
+            with _parallel_region(effective_n_threads(n_threads)):
+                x_sq = dense_row_sq_norms(X)  # no float64 copy of X
+        self.X = X
+        self.sample_weight = (
+            np.ones(X.shape[0]) if sample_weight is None
+            else np.asarray(sample_weight, dtype=np.float64)
+        )
+        self.x_sq = x_sq
         self.n_threads = n_threads
 
     def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):

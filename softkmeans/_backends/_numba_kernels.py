@@ -40,7 +40,7 @@ from ._numba_rows import (
 )
 
 __all__ = ["DENSE_FRACTION", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "chunk_rows",
-           "dense_pass", "csr_pass"]
+           "dense_pass", "csr_pass", "dense_row_sq_norms"]
 
 #: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
 DENSE_FRACTION = 4
@@ -267,6 +267,19 @@ def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out
                          scale[t], scaled_x[t], label[t], row[t], work[t], idx[t], val[t],
                          mass_buf[t], block[t], sums[t], masses[t], scalars[t])
     return sums, masses, scalars
+
+
+@njit(parallel=True, **_JIT)
+def dense_row_sq_norms(X):
+    """Squared norm of every row, accumulated in float64 without copying X."""
+    out = np.empty(X.shape[0])
+    for i in prange(X.shape[0]):
+        acc = 0.0
+        for f in range(X.shape[1]):
+            v = np.float64(X[i, f])
+            acc += v * v
+        out[i] = acc
+    return out
 
 
 @njit(parallel=True, **_JIT)
