@@ -150,8 +150,8 @@ def test_exp_matches_numpy_down_to_underflow():
 
 def test_float32_exp_within_two_ulps_on_the_kept_range():
     x = np.linspace(-40.0, 0.0, 2001).astype(np.float32)
-    got = np.array([exp_nonpositive32(v) for v in x])
-    assert got.dtype == np.float32 and got[-1] == 1.0
+    got = np.array([exp_nonpositive32(v) for v in x], dtype=np.float32)  # exact: float32 results
+    assert got[-1] == 1.0
     np.testing.assert_allclose(got, np.exp(x.astype(np.float64)), rtol=2 * 2.0**-23)
 
 
