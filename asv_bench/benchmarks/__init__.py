@@ -1,1 +1,5 @@
-"""asv benchmarks of softkmeans (``asv run --python=same --quick`` from ``asv_bench/``)."""
+"""asv benchmarks of softkmeans.
+
+With softkmeans importable (``pip install -e .`` in the environment that runs
+asv), from ``asv_bench/``: ``asv run --python=same --quick``.
+"""

@@ -6,6 +6,11 @@ the centroids that can carry a responsibility are visited (:mod:`._numba_rows`
 documents the pruning and its exactness), so that a low-temperature iteration
 costs about what a Lloyd iteration costs.
 
+Precision: float64 data gives the oracle's numbers to rounding. For float32
+data the cross term ``X C^T`` is a float32 GEMM (as in scikit-learn) and dense
+softmax weights use a float32 exp, so results agree with the oracle (which
+works in float64) to float32 precision.
+
 Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
 (``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
 capped by numba's own thread count, and by the size of the pass (one thread

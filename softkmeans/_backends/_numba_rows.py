@@ -13,11 +13,15 @@ Pruning, exactly:
   (or bisected); a row with a single candidate is hard and costs a Lloyd row.
 - softmax: a centroid whose weight ``exp(-(d_ij - dmin_i) / (2 sigma^2))`` is
   below :data:`SOFTMAX_SKIP_EPS` times the weight of the second nearest
-  centroid is skipped. The weights are summed as ``1 + S_i`` with ``S_i`` at
-  least the second nearest's weight, so a skipped term is below the floating
-  point resolution of ``S_i`` (and of ``1 + S_i``): the responsibilities change
-  by less than ``SOFTMAX_SKIP_EPS`` and ``S_i`` (hence the gap ``J - F``) by a
-  relative ``(n_clusters - 2) * SOFTMAX_SKIP_EPS`` at most.
+  centroid (or underflows to 0 in float64) gets exactly 0. The weights are
+  summed as ``1 + S_i`` with ``S_i`` at least the second nearest's weight, so a
+  skipped term is below the floating point resolution of ``S_i`` (and of
+  ``1 + S_i``): the responsibilities change by less than ``SOFTMAX_SKIP_EPS``
+  and ``S_i`` (hence the gap ``J - F``) by a relative
+  ``(n_clusters - 2) * SOFTMAX_SKIP_EPS`` at most. A row whose second nearest
+  weight underflows is one-hot and costs a Lloyd row. (A centroid that only
+  ever receives skipped weights has mass exactly 0 and stays in place, where
+  the oracle would move it by a weighted mean of weights below 1e-16.)
 """
 
 import math
