@@ -7,7 +7,7 @@ from threadpoolctl import threadpool_limits
 
 from softkmeans._backends import _numba, get_engine, resolve_backend
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
-from softkmeans._backends._numba_kernels import chunk_rows
+from softkmeans._backends._numba_kernels import SMALL_K, chunk_rows
 from softkmeans._backends._numba_rows import (
     SOFTMAX_SKIP_EPS,
     exp_nonpositive,
@@ -92,6 +92,17 @@ def test_full_outputs_match_oracle(dtype, sparse, spec):
     lse = want.log_sum_exp(init, 0.6)
     np.testing.assert_allclose(got.log_sum_exp(init, 0.6), lse, rtol=rtol,
                                atol=rtol * np.abs(lse).max())
+
+
+@pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_many_clusters_match_oracle(dtype, spec):
+    """At least SMALL_K centroids: the cross term is computed centroid-major."""
+    X, weights, _ = _data(dtype, False)
+    init = np.asarray(X[:: X.shape[0] // (SMALL_K + 6)][: SMALL_K + 6], dtype=np.float64)
+    got = NumbaEngine(X, weights).estep(init, spec)
+    want = NumpyEngine(X, weights).estep(init, spec)
+    _assert_stats_close(got, want, RTOL[dtype])
 
 
 def test_with_sums_false_gives_zero_sums():
