@@ -82,11 +82,19 @@ def _record_row(i, label, row_dmin, margin, gap, weight, m, idx, val, masses, sc
     for q in range(m):
         masses[idx[q]] += weight * val[q]
     if out_mode == OUT_RESP:
-        out[i, :] = 0.0
+        for j in range(out.shape[1]):
+            out[i, j] = 0.0
         for q in range(m):
             out[i, idx[q]] = val[q]
     elif out_mode == OUT_GAP:
         out[i, 0] = gap
+
+
+@njit(**_JIT)
+def _axpy(coef, X, i, sums, j):
+    """``sums[j] += coef * X[i]`` in float64."""
+    for f in range(X.shape[1]):
+        sums[j, f] += coef * X[i, f]
 
 
 @njit(**_JIT)
@@ -170,28 +178,27 @@ def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, o
                              cross_buf[:k * rows].reshape((k, rows)), scale,
                              scaled_x, mass_buf, block, sums, masses, scalars)
         return
+    # No array views are created per row below: each one costs an atomic reference count.
     for r in range(rows):
         i = start + r
         if out_mode == OUT_DIST:
-            out[i, :] = D[:, r]
+            for j in range(k):
+                out[i, j] = D[j, r]
         if is_hard_row(kind, first[r], second[r], tau, alpha):
             m, gap = 1, 0.0
             idx[0] = label[r]
             val[0] = 1.0
         else:
-            row[:] = D[:, r]
+            for j in range(k):
+                row[j] = D[j, r]
             m, gap = row_given_nearest(row, kind, label[r], first[r], second[r], tau, alpha,
                                        idx, val, work)
         w = weights[i]
         _record_row(i, label[r], first[r], margins[i], gap, w, m, idx, val, masses, scalars,
                     labels, margins, dmin, out_mode, out)
         if with_sums:
-            x = Xc[r]
             for q in range(m):
-                coef = w * val[q]
-                s = sums[idx[q]]
-                for f in range(x.shape[0]):
-                    s[f] += coef * x[f]
+                _axpy(w * val[q], X, i, sums, idx[q])
 
 
 @njit(**_JIT)
@@ -224,10 +231,7 @@ def _dense_softmax_chunk(Xc, w, D, first, second, cutoff, label, tau, with_sums,
         lead = w[r] / total
         masses[label[r]] += lead
         if with_sums:
-            s = sums[label[r]]
-            x = Xc[r]
-            for f in range(x.shape[0]):
-                s[f] += lead * x[f]
+            _axpy(lead, Xc, r, sums, label[r])
         if out_mode == OUT_RESP:
             for j in range(k):
                 out[i, j] = E[j, r] * (ratio / total)
@@ -322,22 +326,24 @@ def _csr_row(data, indices, indptr, i, weight, x_sq, centers_t, c_sq, kind, tau,
              with_sums, out_mode, out, labels, margins, dmin, d, work, idx, val, sums, masses,
              scalars):
     """Row ``i`` of a CSR pass, into one thread's buffers."""
-    d[:] = 0.0
+    for j in range(d.shape[0]):
+        d[j] = 0.0
     for p in range(indptr[i], indptr[i + 1]):
         v = np.float64(data[p])
-        row_c = centers_t[indices[p]]
+        col = indices[p]
         for j in range(d.shape[0]):
-            d[j] += v * row_c[j]
+            d[j] += v * centers_t[col, j]
     for j in range(d.shape[0]):
         d[j] = max(x_sq - 2.0 * d[j] + c_sq[j], 0.0)
     if out_mode == OUT_DIST:
-        out[i, :] = d
+        for j in range(d.shape[0]):
+            out[i, j] = d[j]
     m, label, row_dmin, margin, gap = row_responsibilities(d, kind, tau, alpha, idx, val, work)
     _record_row(i, label, row_dmin, margin, gap, weight, m, idx, val, masses, scalars, labels,
                 margins, dmin, out_mode, out)
     if with_sums:
         for q in range(m):
             coef = weight * val[q]
-            s = sums[idx[q]]
+            j = idx[q]
             for p in range(indptr[i], indptr[i + 1]):
-                s[indices[p]] += coef * data[p]
+                sums[j, indices[p]] += coef * data[p]
