@@ -45,10 +45,6 @@ __all__ = ["DENSE_FRACTION", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "chu
 #: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
 DENSE_FRACTION = 4
 
-#: Below this many centroids the cross term is computed as ``X_chunk C^T`` (rows first),
-#: which BLAS runs faster than ``C X_chunk^T`` for a short ``C`` (2.6x at k = 10).
-SMALL_K = 64
-
 #: What a pass writes into its ``out`` array, row ``i``: nothing, the
 #: responsibilities, the squared distances, or ``row_gap`` (column 0).
 OUT_NONE, OUT_RESP, OUT_DIST, OUT_GAP = 0, 1, 2, 3
@@ -155,14 +151,9 @@ def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, o
     Xc = X[start:stop]
     D = dist_buf[:k * rows].reshape((k, rows))
     first, second, aux = near[0], near[1], near[2]
-    if k < SMALL_K:  # BLAS is faster with the long dimension first
-        cross_rows = cross_buf[:k * rows].reshape((rows, k))
-        np.dot(Xc, centers.T, cross_rows)
-        _distances_and_nearest(cross_rows.T, x_sq[start:stop], c_sq, D, first, second, label)
-    else:
-        cross = cross_buf[:k * rows].reshape((k, rows))
-        np.dot(centers, Xc.T, cross)
-        _distances_and_nearest(cross, x_sq[start:stop], c_sq, D, first, second, label)
+    cross = cross_buf[:k * rows].reshape((k, rows))
+    np.dot(centers, Xc.T, cross)
+    _distances_and_nearest(cross, x_sq[start:stop], c_sq, D, first, second, label)
     for r in range(rows):
         margins[start + r] = second[r] - first[r] if k > 1 else 0.0
     dense = False
@@ -174,8 +165,7 @@ def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, o
         dense = soft_rows * DENSE_FRACTION > rows
     if dense:
         _dense_softmax_chunk(Xc, weights[start:stop], D, first, second, aux, label, tau,
-                             with_sums, out_mode, out, labels, dmin, start,
-                             cross_buf[:k * rows].reshape((k, rows)), scale,
+                             with_sums, out_mode, out, labels, dmin, start, cross, scale,
                              scaled_x, mass_buf, block, sums, masses, scalars)
         return
     # No array views are created per row below: each one costs an atomic reference count.
