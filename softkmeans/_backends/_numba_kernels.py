@@ -9,14 +9,15 @@ it (``out_mode``).
 Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
 
 1. the cross term ``C X_chunk^T`` is one GEMM (BLAS at one thread, as in
-   scikit-learn's Lloyd kernel); the distances are laid out centroid-major so that they,
-   the nearest and second nearest centroid of every row, and the dense softmax
-   weights are computed by loops over rows that vectorize;
+   scikit-learn's Lloyd kernel), laid out centroid-major so that the distances,
+   the nearest and second nearest centroid of every row and the dense softmax
+   weights are computed by loops over rows, which vectorize;
 2. a softmax chunk whose rows are mostly not one-hot is finished densely: its
-   weights ``R`` are one exp per entry (pruned entries are set to 0),
-   ``masses += R w`` is a GEMV and ``sums += R X_chunk`` one more GEMM (a
-   row-by-row visit of the candidates would read the centroid-major distances
-   across cache lines, which costs more than the exps it saves);
+   weights ``E`` are one exp per entry (pruned entries are set to 0),
+   ``masses += E s`` is a GEMV and ``sums += E (s * X_chunk)`` one more GEMM,
+   ``s`` holding each row's weight over its normalizer (a row-by-row visit of
+   the candidates would read the centroid-major distances across cache lines,
+   which costs more than the exps it saves);
 3. otherwise each row is finished on its own: a one-hot row (Lloyd's, or an
    identified entmax or softmax row) adds ``x_i`` to one centroid's sums, and
    only the other rows visit their candidate centroids (:mod:`._numba_rows`).
@@ -30,6 +31,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._numba_rows import (
+    JIT_OPTIONS,
     SOFTMAX,
     exp_as,
     exp_nonpositive,
@@ -49,7 +51,7 @@ DENSE_FRACTION = 4
 #: responsibilities, the squared distances, or ``row_gap`` (column 0).
 OUT_NONE, OUT_RESP, OUT_DIST, OUT_GAP = 0, 1, 2, 3
 
-_JIT = {"cache": True, "nogil": True, "fastmath": {"contract"}}
+_JIT = JIT_OPTIONS
 
 
 @njit(**_JIT)

@@ -31,10 +31,9 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["HARD", "SOFTMAX", "ENTMAX", "KINDS", "SOFTMAX_SKIP_EPS", "exp_nonpositive",
-           "exp_nonpositive32", "exp_as",
-           "nearest_two", "softmax_cutoff", "is_hard_row", "row_responsibilities",
-           "row_given_nearest"]
+__all__ = ["JIT_OPTIONS", "HARD", "SOFTMAX", "ENTMAX", "KINDS", "SOFTMAX_SKIP_EPS",
+           "exp_nonpositive", "exp_nonpositive32", "exp_as", "nearest_two", "softmax_cutoff",
+           "is_hard_row", "row_responsibilities", "row_given_nearest"]
 
 #: Integer codes of :attr:`RelaxationSpec.kind` inside the kernels.
 HARD, SOFTMAX, ENTMAX = 0, 1, 2
@@ -57,7 +56,11 @@ _C13, _C12, _C11, _C10, _C9, _C8, _C7, _C6, _C5, _C4, _C3, _C2, _C1, _C0 = (
     1.0 / math.factorial(j) for j in range(13, -1, -1)
 )
 
-_JIT = {"cache": True, "nogil": True, "fastmath": {"contract"}}
+#: numba options of every kernel: cached on disk; ``contract`` lets LLVM fuse
+#: multiply-adds (it changes results by rounding only; no other fast-math flag is set,
+#: so inf, nan and underflow keep their IEEE behaviour).
+JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": {"contract"}}
+_JIT = JIT_OPTIONS
 
 
 @intrinsic
