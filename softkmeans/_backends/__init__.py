@@ -8,6 +8,7 @@ missing only fails when its engine is asked for.
 """
 
 import importlib
+from functools import lru_cache
 
 from ._namespace import is_cupy_array
 
@@ -16,8 +17,18 @@ __all__ = ["BACKENDS", "get_engine", "resolve_backend"]
 #: name -> (module, class, what it needs)
 BACKENDS = {
     "numpy": ("._numpy", "NumpyEngine", "numpy"),
+    "numba": ("._numba", "NumbaEngine", "numba"),
     "cupy": ("._cupy", "CupyEngine", "cupy (pip install softkmeans[gpu])"),
 }
+
+
+@lru_cache(maxsize=1)
+def _numba_available():
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def resolve_backend(name, X=None):
@@ -33,6 +44,8 @@ def resolve_backend(name, X=None):
     Returns
     -------
     str
+        For ``"auto"``: ``"cupy"`` for a CuPy array, else ``"numba"`` when numba
+        imports, ``"numpy"`` otherwise.
     """
     if name != "auto":
         if name not in BACKENDS:
@@ -42,7 +55,7 @@ def resolve_backend(name, X=None):
         return name
     if is_cupy_array(X):
         return "cupy"
-    return "numpy"
+    return "numba" if _numba_available() else "numpy"
 
 
 def get_engine(name, X, sample_weight=None):

@@ -1,0 +1,197 @@
+"""Per-iteration time of softkmeans' engine beside scikit-learn, FAISS and the GEMM bound.
+
+Same data, same starting centroids, same process; every contender runs once per
+round, rounds alternate, and the table reports medians and ratios to
+scikit-learn's Lloyd iteration and to the GEMM bound ``X @ C^T``.
+
+Run from the repository root, with the fast BLAS kernel for this command only::
+
+    OPENBLAS_CORETYPE=SkylakeX python benchmarks/compare.py --sizes 100000x100 --repeats 7
+
+``--memory`` adds the peak resident memory of ``SoftKMeans(max_iter=2).fit``
+(measured in a fresh process) beside the size of X. ``--clock cpu`` times
+process CPU instead of wall time: with one thread everywhere
+(``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``) it is steadier on a shared machine.
+"""
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_info
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "asv_bench")]
+
+from benchmarks.common import (  # noqa: E402
+    FaissIteration,
+    GemmBound,
+    OursIteration,
+    SklearnIteration,
+    make_data,
+    spec_for,
+)
+
+#: (column, what runs): ours are (kind, temperature) of :func:`spec_for`.
+OURS = [
+    ("hard (Lloyd)", ("hard", None)),
+    ("entmax sigma_id", ("entmax", "identified")),
+    ("entmax beta~4", ("entmax", "low")),
+    ("softmax beta~4", ("softmax", "low")),
+    ("softmax lam/4", ("softmax", "high")),
+]
+
+
+def contenders(n, k, with_faiss, with_numpy):
+    X, init = make_data(n, k)
+    out = {"GEMM X@C.T": GemmBound(X, init), "sklearn Lloyd": SklearnIteration(X, init)}
+    if with_faiss:
+        try:
+            out["FAISS"] = FaissIteration(X, init)
+        except NotImplementedError:
+            pass
+    for name, (kind, temperature) in OURS:
+        out[name] = OursIteration(X, init, spec_for(kind, temperature, n, k))
+    if with_numpy:
+        out["numpy softmax"] = OursIteration(X, init, spec_for("softmax", "low", n, k), "numpy")
+    return out
+
+
+def measure(runs, repeats, clock=time.perf_counter):
+    """Median seconds per call of every runner; rounds alternate between runners."""
+    for run in runs.values():
+        run()
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = clock()
+            run()
+            times[name].append(clock() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+_PEAK_SCRIPT = """
+import os, sys, threading, time
+from benchmarks.common import make_data, temperatures
+from softkmeans import SoftKMeans
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+n, k = int(sys.argv[1]), int(sys.argv[2])
+X, init = make_data(n, k)
+sigma = temperatures(n, k)["low"]
+model = SoftKMeans(k, sigma=sigma, init=init, max_iter=1)
+model.fit(X[:1000])  # load the compiled kernels
+base = peak = rss()
+done = False
+
+def watch():
+    global peak
+    while not done:
+        peak = max(peak, rss())
+        time.sleep(0.002)
+
+watcher = threading.Thread(target=watch)
+watcher.start()
+SoftKMeans(k, sigma=sigma, init=init, max_iter=2).fit(X)
+done = True
+watcher.join()
+print(X.nbytes / 1e6, base / 1e6, peak / 1e6)
+"""
+
+
+def peak_memory(n, k):
+    """(size of X, RSS before fit, peak RSS during a 2-iteration SoftKMeans fit), in MB.
+
+    Measured in a fresh process by sampling ``/proc/self/statm`` every 2 ms, so
+    that the memory of generating the data does not count.
+    """
+    env = {**_env(), "PYTHONPATH": f"{ROOT}:{ROOT / 'asv_bench'}"}
+    result = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(n), str(k)],
+                            capture_output=True, text=True, check=True, env=env)
+    return [float(v) for v in result.stdout.split()]
+
+
+def annealed_report(n, k):
+    """AnnealedKMeans' fit time as a multiple of one scikit-learn KMeans fit from the same start."""
+    from sklearn.cluster import KMeans
+
+    from softkmeans import AnnealedKMeans
+
+    X, init = make_data(n, k)
+    AnnealedKMeans(k, init=init, n_temperatures=2, max_iter=2).fit(X[:1000])  # load kernels
+    start = time.perf_counter()
+    sk = KMeans(k, init=init, n_init=1, algorithm="lloyd").fit(X)
+    sk_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    model = AnnealedKMeans(k, init=init).fit(X)
+    seconds = time.perf_counter() - start
+    stages = model.temperature_n_iter_
+    polish = model.n_iter_ - int(stages.sum())
+    print(f"\nAnnealedKMeans n={n:.0e} k={k}: {seconds:.2f} s = {seconds / sk_seconds:.1f} x one "
+          f"KMeans fit ({sk_seconds:.2f} s, {sk.n_iter_} iterations); "
+          f"{model.n_iter_} passes = {stages.sum()} over {len(stages)} temperatures "
+          f"(min {stages.min()}, median {int(np.median(stages))}, max {stages.max()}) "
+          f"+ {polish} in the Lloyd polish; inertia {model.inertia_:.6g} vs KMeans "
+          f"{sk.inertia_:.6g}")
+
+
+def _env():
+    import os
+
+    return {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+
+def blas_report():
+    rows = []
+    for lib in threadpool_info():
+        rows.append(f"{lib.get('internal_api')} {lib.get('version')} "
+                    f"{lib.get('architecture', '')} threads={lib.get('num_threads')} "
+                    f"({Path(lib.get('filepath', '')).name})")
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=["100000x100"],
+                        help="n_samples x n_clusters, e.g. 100000x100 1000000x1000")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-faiss", action="store_true")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="cpu: process CPU time, steadier on a shared machine with one "
+                             "thread (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1)")
+    parser.add_argument("--annealed", action="store_true",
+                        help="also time AnnealedKMeans against one KMeans fit")
+    parser.add_argument("--memory", action="store_true", help="also measure peak memory of fit")
+    args = parser.parse_args(argv)
+    print("threadpools:", *blas_report(), sep="\n  ")
+    for size in args.sizes:
+        n, k = (int(float(v)) for v in size.split("x"))
+        runs = contenders(n, k, not args.no_faiss, n * k <= 10**7)
+        clock = time.process_time if args.clock == "cpu" else time.perf_counter
+        med = measure(runs, args.repeats, clock)
+        ref, gemm = med["sklearn Lloyd"], med["GEMM X@C.T"]
+        print(f"\nn={n:.0e} k={k} d=64 float32, median of {args.repeats} per-iteration "
+              f"{args.clock} times")
+        print("| contender | ms / iter | x sklearn Lloyd | x GEMM |")
+        print("|---|---|---|---|")
+        for name, seconds in med.items():
+            print(f"| {name} | {1e3 * seconds:.2f} | {seconds / ref:.2f} | {seconds / gemm:.2f} |")
+        if args.memory:
+            x_mb, base_mb, peak_mb = peak_memory(n, k)
+            print(f"fit memory: peak RSS {peak_mb:.0f} MB, {peak_mb - base_mb:.0f} MB above the "
+                  f"RSS before fit ({base_mb:.0f} MB, X included); X = {x_mb:.0f} MB")
+        if args.annealed:
+            annealed_report(n, k)
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The numba engine: the numpy oracle's passes as parallel compiled kernels.
+
+Each pass is one sweep over X, split over threads by chunks of rows
+(:mod:`._numba_kernels`), with per-thread buffers reduced after the loop. Only
+the centroids that can carry a responsibility are visited (:mod:`._numba_rows`
+documents the pruning and its exactness), so that a low-temperature iteration
+costs about what a Lloyd iteration costs.
+
+Precision: float64 data gives the oracle's numbers to rounding. For float32
+data the cross term ``X C^T`` is a float32 GEMM (as in scikit-learn) and dense
+softmax weights use a float32 exp, so results agree with the oracle (which
+works in float64) to float32 precision.
+
+Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
+(``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
+capped by numba's own thread count, and by the size of the pass (one thread
+per :data:`WORK_PER_THREAD` multiply-adds). BLAS runs at one thread inside a pass.
+Results do not depend on the number of threads beyond rounding.
+"""
+
+from contextlib import contextmanager
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from .._core.responsibilities import RelaxationSpec
+from ._numba_kernels import (
+    OUT_DIST,
+    OUT_GAP,
+    OUT_NONE,
+    OUT_RESP,
+    csr_pass,
+    dense_pass,
+    dense_row_sq_norms,
+)
+from ._numba_rows import KINDS
+from ._numpy import NumpyEngine, _row_sq_norms
+from ._stats import PassStats
+
+__all__ = ["NumbaEngine", "effective_n_threads"]
+
+_HARD = RelaxationSpec("hard")
+#: A pass gets one more thread per this many multiply-adds of its distance computation;
+#: below it, waking a thread costs more than it saves.
+WORK_PER_THREAD = 1 << 22
+_NO_OUT = np.empty((0, 0))
+_controller = None
+
+
+def effective_n_threads(n_threads=None):
+    """Number of threads a pass uses.
+
+    Parameters
+    ----------
+    n_threads : int, default=None
+        Requested count; None follows the OpenMP limit in effect (see the
+        module docstring).
+
+    Returns
+    -------
+    int
+        Between 1 and ``numba.config.NUMBA_NUM_THREADS``.
+    """
+    if n_threads is None:
+        from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+
+        n_threads = min(_openmp_effective_n_threads(), numba.get_num_threads())
+    return int(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
+
+
+def _blas_controller():
+    global _controller
+    if _controller is None:
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController()
+    return _controller
+
+
+@contextmanager
+def _parallel_region(n_threads):
+    """numba at ``n_threads`` threads and BLAS at one, restored on exit."""
+    previous = numba.get_num_threads()
+    numba.set_num_threads(n_threads)
+    try:
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            yield
+    finally:
+        numba.set_num_threads(previous)
+
+
+class NumbaEngine(NumpyEngine):
+    """Chunked passes over one data set, compiled with numba and run in parallel.
+
+    Same interface and results (to rounding) as
+    :class:`~softkmeans._backends._numpy.NumpyEngine`.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+        Validated data (float32 or float64).
+    sample_weight : ndarray of shape (n_samples,), default=None
+        Non-negative weights; ones when None.
+    n_threads : int, default=None
+        Threads of a pass; None follows the OpenMP limit in effect.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from softkmeans._backends._numba import NumbaEngine
+    >>> from softkmeans._core.responsibilities import RelaxationSpec
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [5.0, 0.0]])
+    >>> stats = NumbaEngine(X).estep(X[[0, 2]], RelaxationSpec("entmax", sigma=0.3))
+    >>> stats.labels.tolist(), stats.masses.tolist()
+    ([0, 0, 1], [2.0, 1.0])
+    """
+
+    name = "numba"
+
+    def __init__(self, X, sample_weight=None, n_threads=None):
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            x_sq = _row_sq_norms(X)
+        else:
+            if X.dtype not in (np.float32, np.float64):
+                X = np.asarray(X, dtype=np.float64)
+            X = np.ascontiguousarray(X)
+            with _parallel_region(effective_n_threads(n_threads)):
+                x_sq = dense_row_sq_norms(X)  # no float64 copy of X
+        self.X = X
+        self.sample_weight = (
+            np.ones(X.shape[0]) if sample_weight is None
+            else np.asarray(sample_weight, dtype=np.float64)
+        )
+        self.x_sq = x_sq
+        self.n_threads = n_threads
+
+    def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):
+        """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin)."""
+        centers = np.asarray(centers, dtype=np.float64)
+        c_sq = np.einsum("ij,ij->i", centers, centers)
+        n = self.n_samples
+        X = self.X
+        labels = np.empty(n, dtype=np.int32)
+        margins = np.empty(n)
+        dmin = np.empty(n)
+        work = (X.nnz if sp.issparse(X) else X.size) * centers.shape[0]
+        n_threads = min(effective_n_threads(self.n_threads), 1 + work // WORK_PER_THREAD)
+        rest = (KINDS[spec.kind], spec.tau, float(spec.alpha), with_sums, out_mode, out,
+                labels, margins, dmin, n_threads)
+        with _parallel_region(n_threads):
+            if sp.issparse(X):
+                centers_t = np.ascontiguousarray(centers.T)
+                sums, masses, scalars = csr_pass(X.data, X.indices, X.indptr, X.shape[1],
+                                                 self.sample_weight, self.x_sq, centers_t,
+                                                 c_sq, *rest)
+            else:
+                sums, masses, scalars = dense_pass(X, self.sample_weight, self.x_sq,
+                                                   centers.astype(X.dtype), c_sq, *rest)
+        return sums.sum(axis=0), masses.sum(axis=0), scalars.sum(axis=0), labels, margins, dmin
+
+    def estep(self, centers, spec, with_sums=True):
+        """One pass: responsibilities at ``centers`` and their statistics.
+
+        Parameters
+        ----------
+        centers : ndarray of shape (n_clusters, n_features)
+        spec : RelaxationSpec
+        with_sums : bool, default=True
+            Accumulate ``sums`` (the cross-product ``R^T X``); prediction
+            passes skip it.
+
+        Returns
+        -------
+        PassStats
+        """
+        sums, masses, scalars, labels, margins, dmin = self._pass(centers, spec, with_sums)
+        objective, inertia, gap = (float(v) for v in scalars)
+        return PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
+
+    def responsibilities(self, centers, spec):
+        """Responsibilities of every observation, shape (n_samples, n_clusters)."""
+        out = np.empty((self.n_samples, centers.shape[0]))
+        self._pass(centers, spec, False, OUT_RESP, out)
+        return out
+
+    def sq_distances(self, centers):
+        """Squared distances to every centroid, shape (n_samples, n_clusters)."""
+        out = np.empty((self.n_samples, centers.shape[0]))
+        self._pass(centers, _HARD, False, OUT_DIST, out)
+        return out
+
+    def log_sum_exp(self, centers, sigma):
+        """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
+        spec = RelaxationSpec("softmax", sigma)
+        out = np.empty((self.n_samples, 1))
+        dmin = self._pass(centers, spec, False, OUT_GAP, out)[5]
+        return -dmin / spec.tau + out[:, 0] / spec.tau

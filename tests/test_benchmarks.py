@@ -1,0 +1,42 @@
+"""Every asv benchmark runs its setup and one call at a tiny size, so the suite cannot rot."""
+
+import inspect
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "asv_bench"))
+
+from benchmarks import cluster, common  # noqa: E402
+
+TINY = (300, 4)
+SUITES = [obj for name, obj in vars(cluster).items()
+          if inspect.isclass(obj) and name.endswith("Suite")]
+METHODS = [(suite, name) for suite in SUITES for name in dir(suite)
+           if name.startswith(("time_", "peakmem_", "track_"))]
+
+
+def test_every_estimator_has_a_suite():
+    names = {suite.__name__ for suite in SUITES}
+    assert {"SoftKMeansSuite", "EntmaxKMeansSuite", "AnnealedKMeansSuite",
+            "SklearnKMeansSuite", "FaissKMeansSuite"} <= names
+
+
+@pytest.mark.parametrize(("suite", "method"), METHODS,
+                         ids=[f"{s.__name__}.{m}" for s, m in METHODS])
+def test_benchmark_runs_at_tiny_size(suite, method):
+    bench = suite()
+    try:
+        bench.setup(*TINY)
+    except NotImplementedError as exc:  # asv's way to skip (faiss missing)
+        pytest.skip(str(exc))
+    result = getattr(bench, method)(*TINY)
+    if method.startswith("track_"):
+        assert result > 0
+
+
+def test_temperatures_are_ordered():
+    sigmas = common.temperatures(*TINY)
+    assert 0 < sigmas["identified"] <= sigmas["low"]
+    assert sigmas["high"] > 0

@@ -1,0 +1,197 @@
+"""The numba engine against the numpy oracle, field by field."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from softkmeans._backends import _numba, get_engine, resolve_backend
+from softkmeans._backends._numba import NumbaEngine, effective_n_threads
+from softkmeans._backends._numba_kernels import chunk_rows
+from softkmeans._backends._numba_rows import (
+    SOFTMAX_SKIP_EPS,
+    exp_nonpositive,
+    exp_nonpositive32,
+)
+from softkmeans._backends._numpy import NumpyEngine
+from softkmeans._core.responsibilities import RelaxationSpec
+
+N_CLUSTERS = 7
+N_SAMPLES = 2 * chunk_rows(N_CLUSTERS) + 90  # three chunks, the last one partial
+
+SPECS = {
+    "hard": RelaxationSpec("hard"),
+    "softmax": RelaxationSpec("softmax", 0.6),
+    "softmax-hot": RelaxationSpec("softmax", 3.0),  # dense chunks
+    "entmax-1.5": RelaxationSpec("entmax", 0.6, 1.5),
+    "entmax-2": RelaxationSpec("entmax", 0.6, 2.0),
+    "entmax-1.25": RelaxationSpec("entmax", 0.6, 1.25),
+}
+# float32 distances go through a float32 GEMM (as in scikit-learn); the oracle's are float64.
+RTOL = {np.float64: 1e-10, np.float32: 2e-5}
+
+
+@pytest.fixture(autouse=True)
+def _threads_even_for_tiny_data(monkeypatch):
+    """Let these small passes use every thread, so the parallel reduction is exercised."""
+    monkeypatch.setattr(_numba, "WORK_PER_THREAD", 1)
+
+
+def _data(dtype, sparse, seed=0):
+    rng = np.random.RandomState(seed)
+    centers = rng.uniform(-3, 3, size=(N_CLUSTERS, 6))
+    X = centers[rng.randint(N_CLUSTERS, size=N_SAMPLES)] + rng.normal(size=(N_SAMPLES, 6))
+    if sparse:
+        X[rng.uniform(size=X.shape) < 0.4] = 0.0
+        X = sp.csr_matrix(X)
+    X = X.astype(dtype)
+    weights = rng.uniform(0.5, 2.0, size=N_SAMPLES)
+    init = rng.normal(size=(N_CLUSTERS, 6)) * 2.0
+    return X, weights, init
+
+
+def _assert_stats_close(got, want, rtol):
+    """Every PassStats field, with absolute slack scaled to the field's size."""
+    for field in ("sums", "masses", "objective", "inertia", "gap", "margins", "dmin"):
+        a = np.asarray(getattr(got, field), dtype=np.float64)
+        b = np.asarray(getattr(want, field), dtype=np.float64)
+        assert np.all(np.isfinite(a)), field
+        scale = max(float(np.max(np.abs(b))), np.finfo(float).tiny)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * scale, err_msg=field)
+    clear = want.margins > 1e-3
+    np.testing.assert_array_equal(got.labels[clear], want.labels[clear])
+    assert got.labels.dtype == want.labels.dtype == np.int32
+
+
+@pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_estep_matches_oracle(dtype, sparse, spec):
+    X, weights, init = _data(dtype, sparse)
+    got = NumbaEngine(X, weights).estep(init, spec)
+    want = NumpyEngine(X, weights).estep(init, spec)
+    _assert_stats_close(got, want, RTOL[dtype])
+
+
+@pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_full_outputs_match_oracle(dtype, sparse, spec):
+    X, weights, init = _data(dtype, sparse)
+    got, want = NumbaEngine(X, weights), NumpyEngine(X, weights)
+    rtol = RTOL[dtype]
+    resp = got.responsibilities(init, spec)
+    resp_want = want.responsibilities(init, spec)
+    np.testing.assert_allclose(resp, resp_want, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(resp.sum(axis=1), 1.0, rtol=1e-12)
+    if spec.kind == "entmax" and dtype == np.float64:
+        np.testing.assert_array_equal(resp == 0, resp_want == 0)
+    assert np.all(resp_want[resp == 0] < SOFTMAX_SKIP_EPS)
+    dist = want.sq_distances(init)
+    np.testing.assert_allclose(got.sq_distances(init), dist, rtol=rtol, atol=rtol * dist.max())
+    lse = want.log_sum_exp(init, 0.6)
+    np.testing.assert_allclose(got.log_sum_exp(init, 0.6), lse, rtol=rtol,
+                               atol=rtol * np.abs(lse).max())
+
+
+@pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_many_clusters_match_oracle(dtype, spec):
+    """70 centroids, most of them far from every row: long candidate scans, sorts."""
+    X, weights, _ = _data(dtype, False)
+    init = np.asarray(X[:: X.shape[0] // 70][:70], dtype=np.float64)
+    got = NumbaEngine(X, weights).estep(init, spec)
+    want = NumpyEngine(X, weights).estep(init, spec)
+    _assert_stats_close(got, want, RTOL[dtype])
+
+
+def test_with_sums_false_gives_zero_sums():
+    X, weights, init = _data(np.float64, False)
+    stats = NumbaEngine(X, weights).estep(init, SPECS["softmax"], with_sums=False)
+    assert stats.sums.shape == init.shape and not stats.sums.any()
+
+
+@pytest.mark.parametrize("kind", ["softmax", "entmax"])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("sigma", [1e-12, 1e-3, 0.3, 3.0, 1e3, 1e12])
+def test_extreme_temperatures(sigma, sparse, kind):
+    """No NaN or inf anywhere, and still the oracle's numbers (both pruning regimes)."""
+    X, weights, init = _data(np.float64, sparse, seed=1)
+    spec = RelaxationSpec(kind, sigma)
+    got = NumbaEngine(X, weights).estep(init, spec)
+    want = NumpyEngine(X, weights).estep(init, spec)
+    _assert_stats_close(got, want, 1e-10)
+    if sigma <= 1e-3:  # identified: exactly Lloyd's statistics
+        hard = NumpyEngine(X, weights).estep(init, SPECS["hard"])
+        np.testing.assert_allclose(got.masses, hard.masses, rtol=1e-14)
+    resp = NumbaEngine(X, weights).responsibilities(init, spec)
+    assert np.all(np.isfinite(resp))
+    np.testing.assert_allclose(resp.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_softmax_gap_keeps_relative_precision_at_low_temperature():
+    """Pruned terms stay below resolution: the gap agrees even when it is below eps * J."""
+    X, weights, init = _data(np.float64, False, seed=2)
+    margins = NumpyEngine(X, weights).estep(init, SPECS["hard"]).margins
+    spec = RelaxationSpec("softmax", float(np.sqrt(margins.min() / 80)))
+    got = NumbaEngine(X, weights).estep(init, spec)
+    want = NumpyEngine(X, weights).estep(init, spec)
+    assert 0 < want.gap < 1e-15 * want.inertia
+    np.testing.assert_allclose(got.gap, want.gap, rtol=1e-10)
+    assert SOFTMAX_SKIP_EPS < np.finfo(np.float64).eps / 2
+
+
+def test_entmax_single_centroid_and_ties():
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 0.0], [3.0, 0.0]])
+    for centers in (np.array([[0.5, 0.0]]), np.array([[0.0, 0.0], [2.0, 0.0]])):
+        for spec in (SPECS["entmax-1.5"], SPECS["softmax"], SPECS["entmax-1.25"]):
+            _assert_stats_close(NumbaEngine(X).estep(centers, spec),
+                                NumpyEngine(X).estep(centers, spec), 1e-12)
+
+
+def test_exp_matches_numpy_down_to_underflow():
+    x = np.concatenate([-np.geomspace(1e-300, 800, 4000), [0.0, -745.13, -745.2, -np.inf]])
+    got = np.array([exp_nonpositive(v) for v in x])
+    want = np.exp(x)
+    normal = want > np.finfo(float).tiny
+    np.testing.assert_allclose(got[normal], want[normal], rtol=3e-16)
+    np.testing.assert_allclose(got[~normal], want[~normal], rtol=0, atol=2e-323)
+    assert got[-1] == 0.0 and got[-4] == 1.0
+
+
+def test_float32_exp_within_two_ulps_on_the_kept_range():
+    x = np.linspace(-40.0, 0.0, 2001).astype(np.float32)
+    got = np.array([exp_nonpositive32(v) for v in x], dtype=np.float32)  # exact: float32 results
+    assert got[-1] == 1.0
+    np.testing.assert_allclose(got, np.exp(x.astype(np.float64)), rtol=2 * 2.0**-23)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_thread_count_does_not_change_results(sparse):
+    X, weights, init = _data(np.float64, sparse, seed=3)
+    spec = SPECS["entmax-1.5"]
+    one = NumbaEngine(X, weights, n_threads=1).estep(init, spec)
+    two = NumbaEngine(X, weights, n_threads=2).estep(init, spec)
+    _assert_stats_close(two, one, 1e-12)
+    np.testing.assert_array_equal(two.labels, one.labels)
+
+
+def test_thread_count_follows_limits():
+    assert effective_n_threads(1) == 1
+    assert effective_n_threads(10**6) >= 1
+    with threadpool_limits(limits=1, user_api="openmp"):
+        assert effective_n_threads() == 1
+
+
+def test_auto_backend_is_numba_on_cpu():
+    X = np.zeros((3, 2))
+    assert resolve_backend("auto", X) == "numba"
+    assert isinstance(get_engine("auto", X), NumbaEngine)
+
+
+def test_engine_keeps_float32_and_weights():
+    X, weights, _ = _data(np.float32, False)
+    engine = NumbaEngine(X, weights)
+    assert engine.X.dtype == np.float32
+    assert engine.sample_weight.dtype == np.float64
+    np.testing.assert_allclose(engine.row(5), X[5].astype(np.float64))
