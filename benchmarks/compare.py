@@ -136,9 +136,10 @@ def annealed_report(n, k):
     polish = model.n_iter_ - int(stages.sum())
     print(f"\nAnnealedKMeans n={n:.0e} k={k}: {seconds:.2f} s = {seconds / sk_seconds:.1f} x one "
           f"KMeans fit ({sk_seconds:.2f} s, {sk.n_iter_} iterations); "
-          f"{model.n_iter_} passes = {stages.sum()} over {len(stages)} temperatures "
+          f"{model.n_iter_} updates = {stages.sum()} over {len(stages)} temperatures "
           f"(min {stages.min()}, median {int(np.median(stages))}, max {stages.max()}) "
-          f"+ {polish} in the Lloyd polish; inertia {model.inertia_:.6g} vs KMeans "
+          f"+ {polish} in the Lloyd polish (each stage adds one starting pass); "
+          f"inertia {model.inertia_:.6g} vs KMeans "
           f"{sk.inertia_:.6g}")
 
 
