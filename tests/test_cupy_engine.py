@@ -173,7 +173,7 @@ def test_cupy_is_a_backend_choice():
 def test_auto_picks_cupy_for_cupy_arrays():
     fake = type("ndarray", (), {"__module__": "cupy._core.core"})()
     assert resolve_backend("auto", fake) == "cupy"
-    assert resolve_backend("auto", np.zeros((2, 2))) == "numpy"
+    assert resolve_backend("auto", np.zeros((2, 2))) in ("numba", "numpy")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed")
