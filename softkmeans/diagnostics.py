@@ -55,7 +55,7 @@ __all__ = [
 
 _HARD = RelaxationSpec("hard")
 
-#: Entries of one (n_samples x group) array of distances when maxima are computed.
+#: Entries of one (rows x points) block of distances when maxima are computed.
 _GROUP_ELEMENTS = 1 << 22
 
 
@@ -121,12 +121,19 @@ def _hard_margins(stats, weights):
 
 
 def _max_sq_distances(engine, points, positive):
-    """``max_i ||x_i - p||^2`` over the rows with positive weight, for every point ``p``."""
-    group = max(1, _GROUP_ELEMENTS // max(1, engine.n_samples))
-    out = np.empty(points.shape[0])
-    for start in range(0, points.shape[0], group):
-        D = engine.sq_distances(points[start:start + group])
-        out[start:start + group] = np.max(D[positive], axis=0)
+    """``max_i ||x_i - p||^2`` over the rows with positive weight, for every point ``p``.
+
+    One pass over X in row blocks, each through an engine of the same kind, so
+    that only a (rows x points) block of distances exists at a time.
+    """
+    out = np.zeros(points.shape[0])
+    step = max(1, _GROUP_ELEMENTS // max(1, points.shape[0]))
+    for start in range(0, engine.n_samples, step):
+        keep = positive[start:start + step]
+        if keep.any():
+            block = type(engine)(engine.X[start:start + step])
+            D = block.sq_distances(points)
+            out = np.maximum(out, np.max(D, axis=0, initial=0.0, where=keep[:, None]))
     return out
 
 
@@ -137,8 +144,9 @@ def _configuration(engine, centers, hard=None):
     positive, margin_min, weight_at_min = _hard_margins(hard, weights)
     total = float(weights.sum())
     lloyd = weighted_means(hard, centers)
-    radii = np.sqrt(_max_sq_distances(engine, lloyd, positive))
-    R = float(np.sqrt(_max_sq_distances(engine, centers, positive).max()))
+    k = centers.shape[0]
+    farthest = np.sqrt(_max_sq_distances(engine, np.vstack([lloyd, centers]), positive))
+    radii, R = farthest[:k], float(farthest[k:].max())
     return _Configuration(
         hard, positive, margin_min, weight_at_min, total, lloyd,
         float(hard.masses.min() / total), radii, R,

@@ -12,6 +12,9 @@ AUTO_SIGMA_FRACTION = 0.1
 #: Beyond this many features the leading eigenvalue is found iteratively.
 _DENSE_EIG_MAX_FEATURES = 512
 
+#: Entries of one float64 block of centered rows when the covariance is accumulated.
+_COVARIANCE_BLOCK_ELEMENTS = 1 << 20
+
 
 def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
     """The ``sigma="auto"`` rule.
@@ -42,7 +45,8 @@ def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
 def lambda_max(X, sample_weight=None):
     """Largest eigenvalue of the (weighted) covariance of X.
 
-    ``C = sum_i w_i (x_i - xbar)(x_i - xbar)^T / sum_i w_i``. ``sigma^2 > lambda_max``
+    ``C = sum_i w_i (x_i - xbar)(x_i - xbar)^T / sum_i w_i``, accumulated over
+    blocks of centered rows (no float64 copy of X). ``sigma^2 > lambda_max``
     is the critical temperature of Prop. 9 of the paper: above it, all centroids
     at the mean is a strict local minimizer of ``F_sigma``.
 
@@ -66,12 +70,13 @@ def lambda_max(X, sample_weight=None):
         return np.asarray(X.T @ (w * Xv), dtype=np.float64).ravel() - mean * (w @ Xv)
 
     if d <= _DENSE_EIG_MAX_FEATURES:
-        if sp.issparse(X):
-            gram = np.asarray((X.T @ X.multiply(w[:, None])).todense(), dtype=np.float64)
-        else:
-            Xd = np.asarray(X, dtype=np.float64)
-            gram = Xd.T @ (Xd * w[:, None])
-        cov = gram - np.outer(mean, mean)
+        cov = np.zeros((d, d))
+        step = max(1, _COVARIANCE_BLOCK_ELEMENTS // d)
+        for start in range(0, n, step):
+            block = X[start:start + step]
+            block = block.toarray() if sp.issparse(block) else block
+            centered = np.asarray(block, dtype=np.float64) - mean
+            cov += centered.T @ (centered * w[start:start + step, None])
         return float(max(np.linalg.eigvalsh(cov)[-1], 0.0))
     op = LinearOperator((d, d), matvec=cov_matvec, dtype=np.float64)
     return float(max(eigsh(op, k=1, which="LA", return_eigenvectors=False)[0], 0.0))
