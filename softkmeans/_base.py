@@ -27,7 +27,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import RelaxationSpec
-from ._core.temperature import auto_sigma, lambda_max
+from ._core.temperature import auto_sigma, lambda_max, weighted_mean
 from .diagnostics import fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
@@ -385,5 +385,5 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
 def _total_variance(engine):
     """Weighted total variance of the engine's data (sum of the feature variances)."""
     w = engine.sample_weight / engine.sample_weight.sum()
-    mean = np.asarray(engine.X.T @ w, dtype=np.float64).ravel()
+    mean = weighted_mean(engine.X, w)
     return float(w @ engine.x_sq - mean @ mean)

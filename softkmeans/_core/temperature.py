@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, eigsh
 
-__all__ = ["AUTO_SIGMA_FRACTION", "auto_sigma", "lambda_max", "paper_schedule"]
+__all__ = ["AUTO_SIGMA_FRACTION", "auto_sigma", "lambda_max", "paper_schedule", "weighted_mean"]
 
 #: ``sigma^2 = AUTO_SIGMA_FRACTION * mean_i min_j ||x_i - mu_j||^2`` (Sec. 8.3 of the paper).
 AUTO_SIGMA_FRACTION = 0.1
@@ -12,7 +12,7 @@ AUTO_SIGMA_FRACTION = 0.1
 #: Beyond this many features the leading eigenvalue is found iteratively.
 _DENSE_EIG_MAX_FEATURES = 512
 
-#: Entries of one float64 block of centered rows when the covariance is accumulated.
+#: Entries of one float64 block of rows when means and covariances are accumulated.
 _COVARIANCE_BLOCK_ELEMENTS = 1 << 20
 
 
@@ -62,24 +62,53 @@ def lambda_max(X, sample_weight=None):
     n, d = X.shape
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     w = w / w.sum()
-    mean = np.asarray(X.T @ w, dtype=np.float64).ravel()
-
-    def cov_matvec(v):
-        v = np.asarray(v, dtype=np.float64).ravel()
-        Xv = np.asarray(X @ v, dtype=np.float64).ravel() - mean @ v
-        return np.asarray(X.T @ (w * Xv), dtype=np.float64).ravel() - mean * (w @ Xv)
-
+    mean = weighted_mean(X, w)
     if d <= _DENSE_EIG_MAX_FEATURES:
         cov = np.zeros((d, d))
-        step = max(1, _COVARIANCE_BLOCK_ELEMENTS // d)
-        for start in range(0, n, step):
-            block = X[start:start + step]
-            block = block.toarray() if sp.issparse(block) else block
-            centered = np.asarray(block, dtype=np.float64) - mean
-            cov += centered.T @ (centered * w[start:start + step, None])
+        for rows, block in _float64_blocks(X):
+            centered = block - mean
+            cov += centered.T @ (centered * w[rows, None])
         return float(max(np.linalg.eigvalsh(cov)[-1], 0.0))
+
+    def cov_matvec(v):
+        out = np.zeros(d)
+        v = np.asarray(v, dtype=np.float64).ravel()
+        for rows, block in _float64_blocks(X):
+            out += (block - mean).T @ (w[rows] * ((block - mean) @ v))
+        return out
+
     op = LinearOperator((d, d), matvec=cov_matvec, dtype=np.float64)
     return float(max(eigsh(op, k=1, which="LA", return_eigenvectors=False)[0], 0.0))
+
+
+def weighted_mean(X, weights):
+    """``sum_i w_i x_i / sum_i w_i`` in float64, without a float64 copy of X.
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix of shape (n_samples, n_features)
+    weights : ndarray of shape (n_samples,)
+
+    Returns
+    -------
+    ndarray of shape (n_features,)
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    total = np.zeros(X.shape[1])
+    for rows, block in _float64_blocks(X):
+        total += w[rows] @ block
+    return total / w.sum()
+
+
+def _float64_blocks(X):
+    """Consecutive row blocks of X as dense float64 arrays, with their slices."""
+    n, d = X.shape
+    step = max(1, _COVARIANCE_BLOCK_ELEMENTS // max(1, d))
+    for start in range(0, n, step):
+        rows = slice(start, min(start + step, n))
+        block = X[rows]
+        block = block.toarray() if sp.issparse(block) else block
+        yield rows, np.asarray(block, dtype=np.float64)
 
 
 def paper_schedule(lam_max, margin_min, n_temperatures=40):
