@@ -172,7 +172,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                                              ensure_non_negative=True)
         self._check_params_vs_input(X, sample_weight)
         rng = check_random_state(self.random_state)
-        engine = get_engine(self.backend, X, sample_weight)
+        engine = self._get_engine(X, sample_weight)
         best = None
         for i in range(self._n_init):
             centers = self._init_centers(X, engine, rng)
@@ -235,10 +235,22 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         return self.fit(X, sample_weight=sample_weight).transform(X)
 
     # -------------------------------------------------------------- inference
+    def _get_engine(self, X, sample_weight=None):
+        """The engine on validated X, after checking that squared distances fit the dtype."""
+        engine = get_engine(self.backend, X, sample_weight)
+        limit = np.finfo(X.dtype).max / 16
+        if X.shape[0] and not float(np.max(engine.x_sq)) <= limit:
+            raise ValueError(
+                f"X is too large in magnitude for {np.dtype(X.dtype).name}: squared distances "
+                f"would overflow (largest squared norm {float(np.max(engine.x_sq)):.3g}, limit "
+                f"{limit:.3g}). Rescale the data, for example with StandardScaler."
+            )
+        return engine
+
     def _engine_for(self, X):
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
-        return X, get_engine(self.backend, X)
+        return X, self._get_engine(X)
 
     def _centers64(self):
         return np.asarray(to_numpy(self.cluster_centers_), dtype=np.float64)

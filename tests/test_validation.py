@@ -100,3 +100,15 @@ def test_extreme_sigma_gives_finite_results(sigma, dtype):
         for value in (model.cluster_centers_, model.inertia_, model.objective_,
                       model.predict_proba(Xd), model.score_samples(Xd)):
             assert np.all(np.isfinite(value))
+
+
+@pytest.mark.parametrize("dtype, big", [(np.float64, 1e160), (np.float32, 1e19)])
+def test_values_whose_squares_overflow_are_rejected(dtype, big):
+    Xbig = X.astype(dtype).copy()
+    Xbig[0, 0] = big
+    for Estimator in ESTIMATORS:
+        with pytest.raises(ValueError, match="too large in magnitude"):
+            Estimator(3).fit(Xbig)
+        model = Estimator(3, random_state=0).fit(X.astype(dtype))
+        with pytest.raises(ValueError, match="too large in magnitude"):
+            model.predict(Xbig)
