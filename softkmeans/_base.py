@@ -27,7 +27,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import RelaxationSpec
-from ._core.temperature import auto_sigma, lambda_max, weighted_mean
+from ._core.temperature import auto_sigma, lambda_max
 from .diagnostics import fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
@@ -378,13 +378,14 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         """The :class:`RelaxationSpec` of this estimator at temperature ``sigma``."""
 
     def _prepare(self, engine, first_centers):
+        lam = lambda_max(engine.X, engine.sample_weight)
+        self._critical_sigma = float(np.sqrt(lam))
         if self.sigma == "auto":
             dmin = engine.estep(first_centers, _HARD, with_sums=False).dmin
-            sigma = auto_sigma(dmin, engine.sample_weight, _total_variance(engine))
+            sigma = auto_sigma(dmin, engine.sample_weight, fallback_scale=lam)
         else:
             sigma = float(self.sigma)
         self._resolved_spec = self._spec(sigma)
-        self._critical_sigma = float(np.sqrt(lambda_max(engine.X, engine.sample_weight)))
         if self._resolved_spec.kind == "softmax" and sigma > self._critical_sigma:
             warnings.warn(
                 f"sigma={sigma:.4g} is above the critical temperature sqrt(lambda_max)="
@@ -393,9 +394,3 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
                 CriticalTemperatureWarning, stacklevel=3,
             )
 
-
-def _total_variance(engine):
-    """Weighted total variance of the engine's data (sum of the feature variances)."""
-    w = engine.sample_weight / engine.sample_weight.sum()
-    mean = weighted_mean(engine.X, w)
-    return float(w @ engine.x_sq - mean @ mean)

@@ -110,9 +110,9 @@ def _reseed_empty(new_centers, stats, engine, used):
     if empty.size == 0:
         return new_centers
     order = np.argsort(-stats.dmin * engine.sample_weight, kind="stable")
-    candidates = [i for i in order if i not in used][: empty.size]
+    candidates = order[~np.isin(order, list(used))][: empty.size]
     for j, i in zip(empty, candidates, strict=False):
-        used.add(i)
+        used.add(int(i))
         new_centers[j] = engine.row(i)
     return new_centers
 

@@ -30,7 +30,8 @@ def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
         Squared distance of each observation to its nearest initial centroid.
     sample_weight : ndarray of shape (n_samples,)
     fallback_scale : float, default=1.0
-        A squared length of the data's scale, used when the mean distance is 0.
+        A squared length of the data's scale (the estimators pass ``lambda_max``,
+        which they compute anyway), used when the mean distance is 0.
 
     Returns
     -------
