@@ -30,6 +30,7 @@ from ._numba_kernels import (
     OUT_GAP,
     OUT_NONE,
     OUT_RESP,
+    bounded_inverse,
     csr_pass,
     dense_pass,
     dense_row_sq_norms,
@@ -147,17 +148,18 @@ class NumbaEngine(NumpyEngine):
         dmin = np.empty(n)
         work = (X.nnz if sp.issparse(X) else X.size) * centers.shape[0]
         n_threads = min(effective_n_threads(self.n_threads), 1 + work // WORK_PER_THREAD)
-        rest = (KINDS[spec.kind], spec.tau, float(spec.alpha), with_sums, out_mode, out,
-                labels, margins, dmin, n_threads)
+        kind, tau = KINDS[spec.kind], spec.tau
+        rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, n_threads)
         with _parallel_region(n_threads):
             if sp.issparse(X):
                 centers_t = np.ascontiguousarray(centers.T)
                 sums, masses, scalars = csr_pass(X.data, X.indices, X.indptr, X.shape[1],
                                                  self.sample_weight, self.x_sq, centers_t,
-                                                 c_sq, *rest)
+                                                 c_sq, kind, tau, *rest)
             else:
                 sums, masses, scalars = dense_pass(X, self.sample_weight, self.x_sq,
-                                                   centers.astype(X.dtype), c_sq, *rest)
+                                                   centers.astype(X.dtype), c_sq, kind, tau,
+                                                   bounded_inverse(tau, X.dtype), *rest)
         return sums.sum(axis=0), masses.sum(axis=0), scalars.sum(axis=0), labels, margins, dmin
 
     def estep(self, centers, spec, with_sums=True):

@@ -9,15 +9,19 @@ it (``out_mode``).
 Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
 
 1. the cross term ``C X_chunk^T`` is one GEMM (BLAS at one thread, as in
-   scikit-learn's Lloyd kernel), laid out centroid-major so that the distances,
-   the nearest and second nearest centroid of every row and the dense softmax
-   weights are computed by loops over rows, which vectorize;
+   scikit-learn's Lloyd kernel), laid out centroid-major and turned in place
+   into ``u = ||c||^2 - 2 x.c`` (the squared distances less ``||x||^2``, in the
+   dtype of X), so that the nearest and second nearest centroid of every row
+   and the dense softmax weights are computed by loops over rows, which
+   vectorize; no distance matrix is stored;
 2. a softmax chunk whose rows are mostly not one-hot is finished densely: its
-   weights ``E`` are one exp per entry (pruned entries are set to 0),
-   ``masses += E s`` is a GEMV and ``sums += E (s * X_chunk)`` one more GEMM,
-   ``s`` holding each row's weight over its normalizer (a row-by-row visit of
-   the candidates would read the centroid-major distances across cache lines,
-   which costs more than the exps it saves);
+   weights ``E`` overwrite ``u`` with one exp per entry (pruned entries set to
+   0) and ``[sums | masses] += E [s * X_chunk | s]`` is one more GEMM, ``s``
+   holding each row's weight over its normalizer (a row-by-row visit of the
+   candidates would read the centroid-major values across cache lines, which
+   costs more than the exps it saves). With d = 64 this iteration costs two
+   GEMMs, so it cannot be cheaper than about 1.2 Lloyd iterations of
+   scikit-learn (one GEMM and an argmin);
 3. otherwise each row is finished on its own: a one-hot row (Lloyd's, or an
    identified entmax or softmax row) adds ``x_i`` to one centroid's sums, and
    only the other rows visit their candidate centroids (:mod:`._numba_rows`).
@@ -38,11 +42,12 @@ from ._numba_rows import (
     is_hard_row,
     row_given_nearest,
     row_responsibilities,
-    softmax_cutoff,
+    softmax_floor,
 )
 
-__all__ = ["DENSE_FRACTION", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "chunk_rows",
-           "dense_pass", "csr_pass", "dense_row_sq_norms"]
+__all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "OUT_NONE", "OUT_RESP",
+           "OUT_DIST", "OUT_GAP", "bounded_inverse", "chunk_rows", "dense_pass", "csr_pass",
+           "dense_row_sq_norms"]
 
 #: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
 DENSE_FRACTION = 4
@@ -52,6 +57,26 @@ DENSE_FRACTION = 4
 OUT_NONE, OUT_RESP, OUT_DIST, OUT_GAP = 0, 1, 2, 3
 
 _JIT = JIT_OPTIONS
+
+
+def bounded_inverse(tau, dtype):
+    """``1 / tau`` in ``dtype``, at most ``1e-8`` of the dtype's largest value.
+
+    Dense softmax exponents are differences times it: bounding it keeps an
+    exponent that is exactly 0 (a tie) at 0 however cold the temperature,
+    where every other exponent is far below the skip rule either way.
+    """
+    limit = float(np.finfo(dtype).max) * 1e-8
+    return np.dtype(dtype).type(limit if tau * limit <= 1.0 else 1.0 / tau)
+
+
+#: A dense softmax row adds its nearest centroid's share through the chunk's product
+#: (entry ``1 / s``, finite in float32) when ``s`` is at least this.
+LEAD_IN_PRODUCT_MIN = 1e-30
+
+#: ``others`` sums of dense softmax weights run in the dtype of X over blocks of this many
+#: centroids, then in float64.
+SUM_BLOCK = 64
 
 
 @njit(**_JIT)
@@ -96,93 +121,115 @@ def _axpy(coef, X, i, sums, j):
 
 
 @njit(**_JIT)
-def _distances_and_nearest(cross, x_sq, c_sq, D, first, second, label):
-    """``D = max(||x||^2 - 2 cross + ||c||^2, 0)`` (centroid-major) and each row's nearest two.
+def _shifted_distances_and_nearest(U, x_sq, c_sq, u_near, first, second, label):
+    """Turn the cross term ``U`` into ``||c_j||^2 - 2 x_r.c_j`` and find each row's nearest two.
 
-    Ties keep the first index; ``second`` is the smallest distance to another
-    centroid (``inf`` with a single centroid).
+    ``U`` (centroid-major, dtype of X) then holds every squared distance less
+    the row's own ``||x_r||^2``; ``c_sq`` is in the dtype of X. A value of
+    ``U`` is one rounding of the cross term (doubling is exact), so tied
+    centroids stay exactly tied and, as in scikit-learn's Lloyd kernel, the
+    distances are compared in the dtype of X. ``first``, ``second`` receive
+    the two smallest squared distances ``max(||x||^2 + u, 0)`` of each row in
+    float64 (ties keep the first index in ``label``; ``second`` is ``inf``
+    with a single centroid) and ``u_near[1]`` the second smallest ``u``.
     """
-    k, rows = D.shape
+    k, rows = U.shape
     first[:rows] = np.inf
     second[:rows] = np.inf
     label[:rows] = 0
+    two = U.dtype.type(2.0)
     for j in range(k):
         cj = c_sq[j]
         for r in range(rows):
-            v = max(x_sq[r] - 2.0 * cross[j, r] + cj, 0.0)
-            D[j, r] = v
+            u = cj - two * U[j, r]
+            U[j, r] = u
+            v = np.float64(u)  # exact; tracking in float64 keeps the loop vectorized
             f = first[r]
             closer = v < f
             runner = v if v > f else f
             second[r] = runner if runner < second[r] else second[r]
             label[r] = j if closer else label[r]
             first[r] = v if closer else f
-
-
-@njit(**_JIT)
-def _softmax_dense(D, second, cutoff, label, tau, E, others):
-    """Softmax weights relative to the second nearest centroid, into ``E`` (dtype of X).
-
-    ``E[j, r] = exp(-(D[j, r] - second_r) / tau)`` for the kept centroids other
-    than the nearest, 0 elsewhere; every kept weight lies in ``[exp(-37), 1]``,
-    so float32 holds it without underflow. ``others`` receives each row's sum
-    of ``E`` (in float64).
-    """
-    k, rows = D.shape
-    for j in range(k):
-        for r in range(rows):
-            v = D[j, r]
-            e = exp_as(E, -(v - second[r]) / tau)
-            E[j, r] = e if v <= cutoff[r] else 0.0
     for r in range(rows):
-        E[label[r], r] = 0.0
-        others[r] = 0.0
-    for j in range(k):
-        for r in range(rows):
-            others[r] += E[j, r]
+        u_near[1, r] = second[r]
+        first[r] = max(x_sq[r] + first[r], 0.0)
+        second[r] = max(x_sq[r] + second[r], 0.0)
 
 
 @njit(**_JIT)
-def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out_mode, out,
-                 labels, margins, dmin, start, n_rows, cross_buf, dist_buf, near, scale,
-                 scaled_x, label, row, work, idx, val, mass_buf, block, sums, masses, scalars):
+def _softmax_weights_in_place(E, first, second, label, tau, inv_tau, u_near, others):
+    """Overwrite ``E`` (from :func:`_shifted_distances_and_nearest`) with softmax weights.
+
+    ``E[j, r] = exp(-(d_jr - second_r) / tau)`` for the kept centroids other
+    than the nearest (the skip rule of :mod:`._numba_rows`), 0 elsewhere.
+    The exponent is ``(u_second_r - u_jr) / tau`` in the dtype of X: a tied
+    centroid's exponent is exactly 0, and in float32 the exponent errs by
+    about as much as the float32 cross term already does. Every kept weight
+    lies in ``[exp(-37), 1]``, so float32 holds it without underflow.
+    ``others`` receives each row's sum of ``E``: in the dtype of X over blocks
+    of :data:`SUM_BLOCK` centroids, then in float64. ``inv_tau`` is
+    :func:`bounded_inverse`.
+    """
+    k, rows = E.shape
+    dtype = E.dtype.type
+    zero = dtype(0.0)
+    top, floor, partial = u_near[1], u_near[2], u_near[3]
+    for r in range(rows):
+        floor[r] = dtype(softmax_floor(first[r], second[r], tau))
+        E[label[r], r] = np.inf  # its exponent is -inf: below the floor, so 0
+    others[:rows] = 0.0
+    for j0 in range(0, k, SUM_BLOCK):
+        partial[:rows] = zero
+        for j in range(j0, min(j0 + SUM_BLOCK, k)):
+            for r in range(rows):
+                arg = min((top[r] - E[j, r]) * inv_tau, zero)
+                e = exp_as(E, arg)
+                e = e if arg >= floor[r] else zero
+                E[j, r] = e
+                partial[r] += e
+        for r in range(rows):
+            others[r] += partial[r]
+
+
+@njit(**_JIT)
+def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_sums, out_mode,
+                 out,
+                 labels, margins, dmin, start, n_rows, cross_buf, near, u_near, scaled_x, label,
+                 row, work, idx, val, mass_buf, block, sums, masses, scalars):
     """Rows ``start:start + n_rows`` of a dense pass, into one thread's buffers."""
     rows = min(n_rows, X.shape[0] - start)
     k = centers.shape[0]
     stop = start + rows
     Xc = X[start:stop]
-    D = dist_buf[:k * rows].reshape((k, rows))
-    first, second, aux = near[0], near[1], near[2]
-    cross = cross_buf[:k * rows].reshape((k, rows))
-    np.dot(centers, Xc.T, cross)
-    _distances_and_nearest(cross, x_sq[start:stop], c_sq, D, first, second, label)
+    xc_sq = x_sq[start:stop]
+    first, second = near[0], near[1]
+    U = cross_buf[:k * rows].reshape((k, rows))
+    np.dot(centers, Xc.T, U)
+    _shifted_distances_and_nearest(U, xc_sq, c_sq, u_near, first, second, label)
     for r in range(rows):
         margins[start + r] = second[r] - first[r] if k > 1 else 0.0
-    dense = False
     if kind == SOFTMAX:
         soft_rows = 0
         for r in range(rows):
-            aux[r] = softmax_cutoff(first[r], second[r], tau)
             soft_rows += not is_hard_row(kind, first[r], second[r], tau, alpha)
-        dense = soft_rows * DENSE_FRACTION > rows
-    if dense:
-        _dense_softmax_chunk(Xc, weights[start:stop], D, first, second, aux, label, tau,
-                             with_sums, out_mode, out, labels, dmin, start, cross, scale,
-                             scaled_x, mass_buf, block, sums, masses, scalars)
-        return
+        if soft_rows * DENSE_FRACTION > rows:
+            _dense_softmax_chunk(Xc, weights[start:stop], first, second, near[2], label, tau,
+                                 inv_tau, with_sums, out_mode, out, labels, dmin, start, U,
+                                 u_near, scaled_x, mass_buf, block, sums, masses, scalars)
+            return
     # No array views are created per row below: each one costs an atomic reference count.
     for r in range(rows):
         i = start + r
         if out_mode == OUT_DIST:
             for j in range(k):
-                out[i, j] = D[j, r]
+                out[i, j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
         if is_hard_row(kind, first[r], second[r], tau, alpha):
             m, gap = 1, 0.0
             idx[0] = label[r]
             val[0] = 1.0
         else:
             for j in range(k):
-                row[j] = D[j, r]
+                row[j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
             m, gap = row_given_nearest(row, kind, label[r], first[r], second[r], tau, alpha,
                                        idx, val, work)
         w = weights[i]
@@ -194,20 +241,32 @@ def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, o
 
 
 @njit(**_JIT)
-def _dense_softmax_chunk(Xc, w, D, first, second, cutoff, label, tau, with_sums, out_mode, out,
-                         labels, dmin, start, E, scale, Xs, mass_buf, block, sums, masses,
+def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with_sums, out_mode,
+                         out, labels, dmin, start, E, u_near, Xs, mass_buf, block, sums, masses,
                          scalars):
-    """Finish a chunk whose rows are mostly soft: one exp per entry, a GEMV and a GEMM.
+    """Finish a chunk whose rows are mostly soft: one exp per entry and one GEMM.
 
-    With ``s_r = exp(-(second_r - dmin_r) / tau)`` (float64), a row's weights
-    are 1 for its nearest centroid and ``s_r E[j, r]`` for the others, so
+    ``E`` holds the chunk's shifted distances and is overwritten with the
+    weights (:func:`_softmax_weights_in_place`). With
+    ``s_r = exp(-(second_r - dmin_r) / tau)`` (float64), a row's weights are 1
+    for its nearest centroid and ``s_r E[j, r]`` for the others, so
     ``S_r = s_r sum_j E[j, r]`` keeps its relative precision however small it
-    is. The nearest centroid's share is added row by row; the others' is
-    ``E @ (scale * X_chunk)`` with ``scale_r = w_r s_r / (1 + S_r)``.
+    is. Sums and masses are one product ``E @ [scale * X_chunk, scale]`` with
+    ``scale_r = w_r s_r / (1 + S_r)``, in which the nearest centroid's entry is
+    ``1 / s_r`` (a row whose ``s_r`` is below :data:`LEAD_IN_PRODUCT_MIN` adds
+    that share on its own instead); a GEMV gives the masses alone when no
+    sums are asked for.
     """
-    k, rows = D.shape
-    others = cutoff  # spent once the weights are computed
-    _softmax_dense(D, second, cutoff, label, tau, E, others)
+    k, rows = E.shape
+    n_features = Xc.shape[1]
+    dtype = E.dtype.type
+    _softmax_weights_in_place(E, first, second, label, tau, inv_tau, u_near, others)
+    if out_mode == OUT_RESP:  # float64 row sums: every written row sums to 1 to rounding
+        others[:rows] = 0.0
+        for j in range(k):
+            for r in range(rows):
+                others[r] += E[j, r]
+    scale = u_near[0]
     for r in range(rows):
         i = start + r
         ratio = exp_nonpositive(-(second[r] - first[r]) / tau)
@@ -220,57 +279,64 @@ def _dense_softmax_chunk(Xc, w, D, first, second, cutoff, label, tau, with_sums,
         scalars[1] += w[r] * first[r]
         scalars[2] += w[r] * gap
         scale[r] = w[r] * ratio / total
-        lead = w[r] / total
-        masses[label[r]] += lead
-        if with_sums:
-            _axpy(lead, Xc, r, sums, label[r])
         if out_mode == OUT_RESP:
             for j in range(k):
                 out[i, j] = E[j, r] * (ratio / total)
             out[i, label[r]] = 1.0 / total
         elif out_mode == OUT_GAP:
             out[i, 0] = gap
-    np.dot(E, scale[:rows], mass_buf)
-    masses += mass_buf
+        if ratio >= LEAD_IN_PRODUCT_MIN:
+            E[label[r], r] = dtype(1.0 / ratio)
+        else:
+            lead = w[r] / total
+            masses[label[r]] += lead
+            if with_sums:
+                _axpy(lead, Xc, r, sums, label[r])
+        if with_sums:
+            for f in range(n_features):
+                Xs[r, f] = Xc[r, f] * scale[r]
+            Xs[r, n_features] = scale[r]
     if not with_sums:
+        np.dot(E, scale[:rows], mass_buf)
+        masses += mass_buf
         return
-    for r in range(rows):
-        for f in range(Xs.shape[1]):
-            Xs[r, f] = Xc[r, f] * scale[r]
     np.dot(E, Xs[:rows], block)
-    sums += block
+    for j in range(k):
+        for f in range(n_features):
+            sums[j, f] += block[j, f]
+        masses[j] += block[j, n_features]
 
 
 @njit(parallel=True, **_JIT)
-def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out_mode, out,
-               labels, margins, dmin, n_threads):
+def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_sums, out_mode,
+               out, labels, margins, dmin, n_threads):
     """One pass over dense ``X`` (C-contiguous); returns the per-thread buffers.
 
     ``centers`` (C-contiguous) is in the dtype of X; ``c_sq`` holds the squared
-    norms of the float64 centroids.
+    norms of the float64 centroids; ``inv_tau`` is :func:`bounded_inverse`.
     """
     n, n_features = X.shape
     k = centers.shape[0]
     rows = chunk_rows(k)
     sums, masses, scalars = _thread_buffers(n_threads, k, n_features)
+    c_sq_x = c_sq.astype(X.dtype)
     cross = np.empty((n_threads, k * rows), X.dtype)
-    dist = np.empty((n_threads, k * rows))
     near = np.empty((n_threads, 3, rows))
-    scale = np.empty((n_threads, rows), X.dtype)
-    scaled_x = np.empty((n_threads, rows, n_features), X.dtype)
+    u_near = np.empty((n_threads, 4, rows), X.dtype)
+    scaled_x = np.empty((n_threads, rows, n_features + 1), X.dtype)
     label = np.empty((n_threads, rows), np.intp)
     row = np.empty((n_threads, k))
     work = np.empty((n_threads, k))
     idx = np.empty((n_threads, k + 1), np.intp)
     val = np.empty((n_threads, k + 1))
     mass_buf = np.empty((n_threads, k), X.dtype)
-    block = np.empty((n_threads, k, n_features), X.dtype)
+    block = np.empty((n_threads, k, n_features + 1), X.dtype)
     n_chunks = (n + rows - 1) // rows
     for t in prange(n_threads):
         for c in range(t, n_chunks, n_threads):
-            _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, alpha, with_sums, out_mode,
-                         out, labels, margins, dmin, c * rows, rows, cross[t], dist[t], near[t],
-                         scale[t], scaled_x[t], label[t], row[t], work[t], idx[t], val[t],
+            _dense_chunk(X, weights, x_sq, centers, c_sq_x, kind, tau, inv_tau, alpha, with_sums,
+                         out_mode, out, labels, margins, dmin, c * rows, rows, cross[t], near[t],
+                         u_near[t], scaled_x[t], label[t], row[t], work[t], idx[t], val[t],
                          mass_buf[t], block[t], sums[t], masses[t], scalars[t])
     return sums, masses, scalars
 

@@ -33,7 +33,7 @@ from numba.extending import intrinsic, overload
 
 __all__ = ["JIT_OPTIONS", "HARD", "SOFTMAX", "ENTMAX", "KINDS", "SOFTMAX_SKIP_EPS",
            "exp_nonpositive", "exp_nonpositive32", "exp_as", "nearest_two", "softmax_cutoff",
-           "is_hard_row", "row_responsibilities", "row_given_nearest"]
+           "softmax_floor", "is_hard_row", "row_responsibilities", "row_given_nearest"]
 
 #: Integer codes of :attr:`RelaxationSpec.kind` inside the kernels.
 HARD, SOFTMAX, ENTMAX = 0, 1, 2
@@ -184,6 +184,12 @@ def softmax_cutoff(dmin, second, tau):
     Beyond ``dmin + 746 tau`` the weight underflows to 0 in float64 anyway.
     """
     return min(second + _SOFTMAX_SKIP_LOG * tau, dmin + _UNDERFLOW_LOG * tau)
+
+
+@njit(**_JIT)
+def softmax_floor(dmin, second, tau):
+    """:func:`softmax_cutoff` as the smallest kept exponent ``-(d - second) / tau``."""
+    return max(-_SOFTMAX_SKIP_LOG, (second - dmin) / tau - _UNDERFLOW_LOG)
 
 
 @njit(**_JIT)
