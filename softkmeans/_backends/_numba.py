@@ -1,7 +1,9 @@
 """The numba engine: the numpy oracle's passes as parallel compiled kernels.
 
 Each pass is one sweep over X, split over threads by chunks of rows
-(:mod:`._numba_kernels`), with per-thread buffers reduced after the loop. Only
+(:mod:`._numba_kernels`; the kernels release the GIL and run on a pool of
+Python threads, which spares numba's parallel compilation, the larger part of
+the first fit's JIT time), with per-thread buffers reduced after the loop. Only
 the centroids that can carry a responsibility are visited (:mod:`._numba_rows`
 documents the pruning and its exactness), so that a low-temperature iteration
 costs about what a Lloyd iteration costs.
@@ -13,11 +15,13 @@ works in float64) to float32 precision.
 
 Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
 (``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
-capped by numba's own thread count, and by the size of the pass (one thread
-per :data:`WORK_PER_THREAD` multiply-adds). BLAS runs at one thread inside a pass.
-Results do not depend on the number of threads beyond rounding.
+capped by ``NUMBA_NUM_THREADS`` (the number of CPUs unless set), and by the
+size of the pass (one thread per :data:`WORK_PER_THREAD` multiply-adds). BLAS
+runs at one thread inside a pass. Results do not depend on the number of threads beyond rounding.
 """
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numba
@@ -39,7 +43,7 @@ from ._numba_rows import KINDS
 from ._numpy import NumpyEngine, _row_sq_norms
 from ._stats import PassStats
 
-__all__ = ["NumbaEngine", "effective_n_threads"]
+__all__ = ["NumbaEngine", "effective_n_threads", "run_threads"]
 
 _HARD = RelaxationSpec("hard")
 #: A pass gets one more thread per this many multiply-adds of its distance computation;
@@ -47,6 +51,7 @@ _HARD = RelaxationSpec("hard")
 WORK_PER_THREAD = 1 << 22
 _NO_OUT = np.empty((0, 0))
 _controller = None
+_pool = None
 
 
 def effective_n_threads(n_threads=None):
@@ -66,7 +71,7 @@ def effective_n_threads(n_threads=None):
     if n_threads is None:
         from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 
-        n_threads = min(_openmp_effective_n_threads(), numba.get_num_threads())
+        n_threads = _openmp_effective_n_threads()
     return int(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
 
 
@@ -79,16 +84,35 @@ def _blas_controller():
     return _controller
 
 
+def _forget_pool():
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)  # a forked child has none of the threads
+
+
 @contextmanager
-def _parallel_region(n_threads):
-    """numba at ``n_threads`` threads and BLAS at one, restored on exit."""
-    previous = numba.get_num_threads()
-    numba.set_num_threads(n_threads)
-    try:
-        with _blas_controller().limit(limits=1, user_api="blas"):
-            yield
-    finally:
-        numba.set_num_threads(previous)
+def _blas_at_one_thread():
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        yield
+
+
+def run_threads(kernel, n_threads, *args):
+    """``kernel(*args, thread, n_threads)`` for every thread, concurrently; their results.
+
+    BLAS is held to one thread meanwhile, as in scikit-learn's Lloyd kernel.
+    """
+    global _pool
+    with _blas_at_one_thread():
+        if n_threads == 1:
+            return [kernel(*args, 0, 1)]
+        if _pool is None or _pool._max_workers < n_threads:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="softkmeans")
+        futures = [_pool.submit(kernel, *args, t, n_threads) for t in range(n_threads)]
+        return [future.result() for future in futures]
 
 
 class NumbaEngine(NumpyEngine):
@@ -127,8 +151,8 @@ class NumbaEngine(NumpyEngine):
             if X.dtype not in (np.float32, np.float64):
                 X = np.asarray(X, dtype=np.float64)
             X = np.ascontiguousarray(X)
-            with _parallel_region(effective_n_threads(n_threads)):
-                x_sq = dense_row_sq_norms(X)  # no float64 copy of X
+            x_sq = np.empty(X.shape[0])  # no float64 copy of X
+            run_threads(dense_row_sq_norms, effective_n_threads(n_threads), X, x_sq)
         self.X = X
         self.sample_weight = (
             np.ones(X.shape[0]) if sample_weight is None
@@ -149,18 +173,17 @@ class NumbaEngine(NumpyEngine):
         work = (X.nnz if sp.issparse(X) else X.size) * centers.shape[0]
         n_threads = min(effective_n_threads(self.n_threads), 1 + work // WORK_PER_THREAD)
         kind, tau = KINDS[spec.kind], spec.tau
-        rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, n_threads)
-        with _parallel_region(n_threads):
-            if sp.issparse(X):
-                centers_t = np.ascontiguousarray(centers.T)
-                sums, masses, scalars = csr_pass(X.data, X.indices, X.indptr, X.shape[1],
-                                                 self.sample_weight, self.x_sq, centers_t,
-                                                 c_sq, kind, tau, *rest)
-            else:
-                sums, masses, scalars = dense_pass(X, self.sample_weight, self.x_sq,
-                                                   centers.astype(X.dtype), c_sq, kind, tau,
-                                                   bounded_inverse(tau, X.dtype), *rest)
-        return sums.sum(axis=0), masses.sum(axis=0), scalars.sum(axis=0), labels, margins, dmin
+        rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin)
+        if sp.issparse(X):
+            centers_t = np.ascontiguousarray(centers.T)
+            shares = run_threads(csr_pass, n_threads, X.data, X.indices, X.indptr, X.shape[1],
+                                 self.sample_weight, self.x_sq, centers_t, c_sq, kind, tau, *rest)
+        else:
+            shares = run_threads(dense_pass, n_threads, X, self.sample_weight, self.x_sq,
+                                 centers.astype(X.dtype), c_sq, kind, tau,
+                                 bounded_inverse(tau, X.dtype), *rest)
+        sums, masses, scalars = (sum(parts) for parts in zip(*shares, strict=True))
+        return sums, masses, scalars, labels, margins, dmin
 
     def estep(self, centers, spec, with_sums=True):
         """One pass: responsibilities at ``centers`` and their statistics.

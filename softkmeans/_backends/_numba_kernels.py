@@ -1,8 +1,9 @@
 """Parallel passes of the numba engine over dense and CSR data.
 
-One pass walks over the rows of X in chunks, split over threads with
-``prange``; each thread adds its rows' statistics into buffers of its own,
-which the caller reduces after the loop. Nothing of size
+One pass walks over the rows of X in chunks: each kernel call is one
+thread's share (every ``n_threads``-th chunk), adds its rows' statistics into
+buffers of its own and returns them; the caller runs the shares on threads
+(the kernels release the GIL) and reduces them. Nothing of size
 ``n_samples x n_clusters`` is allocated unless the caller passes an output for
 it (``out_mode``).
 
@@ -32,7 +33,7 @@ CSR X is processed row by row with float64 products.
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ._numba_rows import (
     JIT_OPTIONS,
@@ -86,10 +87,9 @@ def chunk_rows(n_clusters):
 
 
 @njit(**_JIT)
-def _thread_buffers(n_threads, n_clusters, n_features):
-    """Per-thread accumulators: sums, masses, (objective, inertia, gap)."""
-    return (np.zeros((n_threads, n_clusters, n_features)), np.zeros((n_threads, n_clusters)),
-            np.zeros((n_threads, 3)))
+def _statistics(n_clusters, n_features):
+    """One thread's accumulators: sums, masses, (objective, inertia, gap)."""
+    return np.zeros((n_clusters, n_features)), np.zeros(n_clusters), np.zeros(3)
 
 
 @njit(**_JIT)
@@ -307,75 +307,74 @@ def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with
         masses[j] += block[j, n_features]
 
 
-@njit(parallel=True, **_JIT)
+@njit(**_JIT)
 def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_sums, out_mode,
-               out, labels, margins, dmin, n_threads):
-    """One pass over dense ``X`` (C-contiguous); returns the per-thread buffers.
+               out, labels, margins, dmin, thread, n_threads):
+    """Thread ``thread``'s share of a pass over dense ``X`` (C-contiguous): its statistics.
 
-    ``centers`` (C-contiguous) is in the dtype of X; ``c_sq`` holds the squared
-    norms of the float64 centroids; ``inv_tau`` is :func:`bounded_inverse`.
+    The share is every ``n_threads``-th chunk from chunk ``thread``; the
+    per-row outputs are written in place. ``centers`` (C-contiguous) is in
+    the dtype of X; ``c_sq`` holds the squared norms of the float64
+    centroids; ``inv_tau`` is :func:`bounded_inverse`.
     """
     n, n_features = X.shape
     k = centers.shape[0]
     rows = chunk_rows(k)
-    sums, masses, scalars = _thread_buffers(n_threads, k, n_features)
+    sums, masses, scalars = _statistics(k, n_features)
     c_sq_x = c_sq.astype(X.dtype)
-    cross = np.empty((n_threads, k * rows), X.dtype)
-    near = np.empty((n_threads, 3, rows))
-    u_near = np.empty((n_threads, 4, rows), X.dtype)
-    scaled_x = np.empty((n_threads, rows, n_features + 1), X.dtype)
-    label = np.empty((n_threads, rows), np.intp)
-    row = np.empty((n_threads, k))
-    work = np.empty((n_threads, k))
-    idx = np.empty((n_threads, k + 1), np.intp)
-    val = np.empty((n_threads, k + 1))
-    mass_buf = np.empty((n_threads, k), X.dtype)
-    block = np.empty((n_threads, k, n_features + 1), X.dtype)
+    cross = np.empty(k * rows, X.dtype)
+    near = np.empty((3, rows))
+    u_near = np.empty((4, rows), X.dtype)
+    scaled_x = np.empty((rows, n_features + 1), X.dtype)
+    label = np.empty(rows, np.intp)
+    row = np.empty(k)
+    work = np.empty(k)
+    idx = np.empty(k + 1, np.intp)
+    val = np.empty(k + 1)
+    mass_buf = np.empty(k, X.dtype)
+    block = np.empty((k, n_features + 1), X.dtype)
     n_chunks = (n + rows - 1) // rows
-    for t in prange(n_threads):
-        for c in range(t, n_chunks, n_threads):
-            _dense_chunk(X, weights, x_sq, centers, c_sq_x, kind, tau, inv_tau, alpha, with_sums,
-                         out_mode, out, labels, margins, dmin, c * rows, rows, cross[t], near[t],
-                         u_near[t], scaled_x[t], label[t], row[t], work[t], idx[t], val[t],
-                         mass_buf[t], block[t], sums[t], masses[t], scalars[t])
+    for c in range(thread, n_chunks, n_threads):
+        _dense_chunk(X, weights, x_sq, centers, c_sq_x, kind, tau, inv_tau, alpha, with_sums,
+                     out_mode, out, labels, margins, dmin, c * rows, rows, cross, near, u_near,
+                     scaled_x, label, row, work, idx, val, mass_buf, block, sums, masses, scalars)
     return sums, masses, scalars
 
 
-@njit(parallel=True, **_JIT)
-def dense_row_sq_norms(X):
-    """Squared norm of every row, accumulated in float64 without copying X."""
-    out = np.empty(X.shape[0])
-    for i in prange(X.shape[0]):
+@njit(**_JIT)
+def dense_row_sq_norms(X, out, thread, n_threads):
+    """Squared norms of thread ``thread``'s block of rows, in float64 without copying X."""
+    n = X.shape[0]
+    for i in range(thread * n // n_threads, (thread + 1) * n // n_threads):
         acc = 0.0
         for f in range(X.shape[1]):
             v = np.float64(X[i, f])
             acc += v * v
         out[i] = acc
-    return out
 
 
-@njit(parallel=True, **_JIT)
+@njit(**_JIT)
 def csr_pass(data, indices, indptr, n_features, weights, x_sq, centers_t, c_sq, kind, tau,
-             alpha, with_sums, out_mode, out, labels, margins, dmin, n_threads):
-    """One pass over CSR ``(data, indices, indptr)``; returns the per-thread buffers.
+             alpha, with_sums, out_mode, out, labels, margins, dmin, thread, n_threads):
+    """Thread ``thread``'s share of a pass over CSR ``(data, indices, indptr)``.
 
-    ``centers_t`` is ``C^T`` in float64; products are accumulated in float64.
+    As :func:`dense_pass`; ``centers_t`` is ``C^T`` in float64 and products
+    are accumulated in float64.
     """
     n = indptr.shape[0] - 1
     k = centers_t.shape[1]
-    sums, masses, scalars = _thread_buffers(n_threads, k, n_features)
-    dist = np.empty((n_threads, k))
-    work = np.empty((n_threads, k))
-    idx = np.empty((n_threads, k + 1), np.intp)
-    val = np.empty((n_threads, k + 1))
+    sums, masses, scalars = _statistics(k, n_features)
+    dist = np.empty(k)
+    work = np.empty(k)
+    idx = np.empty(k + 1, np.intp)
+    val = np.empty(k + 1)
     rows = chunk_rows(k)
     n_chunks = (n + rows - 1) // rows
-    for t in prange(n_threads):
-        for c in range(t, n_chunks, n_threads):
-            for i in range(c * rows, min((c + 1) * rows, n)):
-                _csr_row(data, indices, indptr, i, weights[i], x_sq[i], centers_t, c_sq, kind,
-                         tau, alpha, with_sums, out_mode, out, labels, margins, dmin, dist[t],
-                         work[t], idx[t], val[t], sums[t], masses[t], scalars[t])
+    for c in range(thread, n_chunks, n_threads):
+        for i in range(c * rows, min((c + 1) * rows, n)):
+            _csr_row(data, indices, indptr, i, weights[i], x_sq[i], centers_t, c_sq, kind, tau,
+                     alpha, with_sums, out_mode, out, labels, margins, dmin, dist, work, idx,
+                     val, sums, masses, scalars)
     return sums, masses, scalars
 
 

@@ -45,9 +45,6 @@ _SOFTMAX_SKIP_LOG = 37.0
 #: ``exp(-746)`` is 0 in float64.
 _UNDERFLOW_LOG = 746.0
 
-#: Rows with at most this many entmax candidates are sorted in place (insertion sort).
-_INSERTION_SORT_MAX = 16
-
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
@@ -225,14 +222,27 @@ def _softmax(d, label, dmin, second, tau, idx, val):
 
 
 @njit(**_JIT)
-def _insertion_sort_descending(u, out):
-    for q in range(u.shape[0]):
-        v = u[q]
-        p = q
-        while p > 0 and out[p - 1] < v:
-            out[p] = out[p - 1]
-            p -= 1
-        out[p] = v
+def _sort_descending(u, out):
+    """``out[:m] = u`` sorted in decreasing order (Shell sort, gaps 1, 4, 13, 40, ...).
+
+    Written out rather than ``np.sort``: it is as fast on the few candidates
+    of an entmax row and compiles in a fraction of the time.
+    """
+    m = u.shape[0]
+    for q in range(m):
+        out[q] = u[q]
+    gap = 1
+    while 3 * gap + 1 < m:
+        gap = 3 * gap + 1
+    while gap > 0:
+        for q in range(gap, m):
+            v = out[q]
+            p = q
+            while p >= gap and out[p - gap] < v:
+                out[p] = out[p - gap]
+                p -= gap
+            out[p] = v
+        gap //= 3
 
 
 @njit(**_JIT)
@@ -254,11 +264,8 @@ def _threshold_sorted(u, power_two, work):
     candidate threshold lies below the ``s``-th largest value.
     """
     m = u.shape[0]
-    if m <= _INSERTION_SORT_MAX:
-        srt = work[:m]
-        _insertion_sort_descending(u, srt)
-    else:
-        srt = np.sort(u)[::-1]
+    srt = work[:m]
+    _sort_descending(u, srt)
     csum = csum_sq = 0.0
     support = 0
     for s in range(m):
@@ -303,10 +310,8 @@ def _entmax(d, label, dmin, second, tau, alpha, idx, val, work):
             m += 1
     u = val[:m]
     exponent = 1.0 / (alpha - 1.0)
-    if alpha == 1.5:
-        t = _threshold_sorted(u, True, work)
-    elif alpha == 2.0:
-        t = _threshold_sorted(u, False, work)
+    if alpha == 1.5 or alpha == 2.0:
+        t = _threshold_sorted(u, alpha == 1.5, work)
     else:
         t = _threshold_bisection(u, exponent, d.shape[0])
     total = 0.0
