@@ -61,6 +61,11 @@ def contenders(n, k, with_faiss, with_numpy):
     return out
 
 
+#: Seconds of rest before each timed call: BLAS and OpenMP worker threads spin for a
+#: while after a parallel call, and would otherwise slow whichever contender runs next.
+SETTLE = 0.3
+
+
 def measure(runs, repeats, clock=time.perf_counter):
     """Median seconds per call of every runner; rounds alternate between runners."""
     for run in runs.values():
@@ -68,6 +73,7 @@ def measure(runs, repeats, clock=time.perf_counter):
     times = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
+            time.sleep(SETTLE)
             start = clock()
             run()
             times[name].append(clock() - start)

@@ -24,8 +24,9 @@ Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
    GEMMs, so it cannot be cheaper than about 1.2 Lloyd iterations of
    scikit-learn (one GEMM and an argmin);
 3. otherwise each row is finished on its own: a one-hot row (Lloyd's, or an
-   identified entmax or softmax row) adds ``x_i`` to one centroid's sums, and
-   only the other rows visit their candidate centroids (:mod:`._numba_rows`).
+   identified entmax or softmax row) adds ``x_i`` to one centroid's sums (in a
+   loop of its own when the whole chunk is one-hot), and only the other rows
+   visit their candidate centroids (:mod:`._numba_rows`).
 
 CSR X is processed row by row with float64 products.
 """
@@ -193,9 +194,8 @@ def _softmax_weights_in_place(E, first, second, label, tau, inv_tau, u_near, oth
 
 @njit(**_JIT)
 def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_sums, out_mode,
-                 out,
-                 labels, margins, dmin, start, n_rows, cross_buf, near, u_near, scaled_x, label,
-                 row, work, idx, val, mass_buf, block, sums, masses, scalars):
+                 out, labels, margins, dmin, start, n_rows, cross_buf, near, u_near, scaled_x,
+                 label, row, work, idx, val, mass_buf, block, sums, masses, scalars):
     """Rows ``start:start + n_rows`` of a dense pass, into one thread's buffers."""
     rows = min(n_rows, X.shape[0] - start)
     k = centers.shape[0]
@@ -208,15 +208,18 @@ def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, wit
     _shifted_distances_and_nearest(U, xc_sq, c_sq, u_near, first, second, label)
     for r in range(rows):
         margins[start + r] = second[r] - first[r] if k > 1 else 0.0
-    if kind == SOFTMAX:
-        soft_rows = 0
-        for r in range(rows):
-            soft_rows += not is_hard_row(kind, first[r], second[r], tau, alpha)
-        if soft_rows * DENSE_FRACTION > rows:
-            _dense_softmax_chunk(Xc, weights[start:stop], first, second, near[2], label, tau,
-                                 inv_tau, with_sums, out_mode, out, labels, dmin, start, U,
-                                 u_near, scaled_x, mass_buf, block, sums, masses, scalars)
-            return
+    one_hot = 0
+    for r in range(rows):
+        one_hot += is_hard_row(kind, first[r], second[r], tau, alpha)
+    if kind == SOFTMAX and (rows - one_hot) * DENSE_FRACTION > rows:
+        _dense_softmax_chunk(Xc, weights[start:stop], first, second, near[2], label, tau,
+                             inv_tau, with_sums, out_mode, out, labels, dmin, start, U, u_near,
+                             scaled_x, mass_buf, block, sums, masses, scalars)
+        return
+    if one_hot == rows and out_mode == OUT_NONE:
+        _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sums, masses,
+                      scalars)
+        return
     # No array views are created per row below: each one costs an atomic reference count.
     for r in range(rows):
         i = start + r
@@ -238,6 +241,26 @@ def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, wit
         if with_sums:
             for q in range(m):
                 _axpy(w * val[q], X, i, sums, idx[q])
+
+
+@njit(**_JIT)
+def _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sums, masses,
+                  scalars):
+    """Lloyd's statistics of a chunk: each row adds itself to its nearest centroid."""
+    objective = 0.0
+    for r in range(Xc.shape[0]):
+        i = start + r
+        j = label[r]
+        w = weights[i]
+        labels[i] = j
+        dmin[i] = first[r]
+        objective += w * first[r]
+        masses[j] += w
+        if with_sums:
+            for f in range(Xc.shape[1]):
+                sums[j, f] += w * Xc[r, f]
+    scalars[0] += objective
+    scalars[1] += objective
 
 
 @njit(**_JIT)
