@@ -1,5 +1,8 @@
 """The numba engine against the numpy oracle, field by field."""
 
+import multiprocessing
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -193,6 +196,27 @@ def test_thread_count_does_not_change_results(sparse):
     two = NumbaEngine(X, weights, n_threads=2).estep(init, spec)
     _assert_stats_close(two, one, 1e-12)
     np.testing.assert_array_equal(two.labels, one.labels)
+
+
+def _masses_in_child(queue, X, weights, init):
+    queue.put(NumbaEngine(X, weights, n_threads=2).estep(init, SPECS["softmax"]).masses)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method")
+def test_thread_pool_works_in_a_forked_child():
+    """A child forked after a parallel pass has none of the pool's threads: it must not hang."""
+    X, weights, init = _data(np.float64, False, seed=3)
+    parent = NumbaEngine(X, weights, n_threads=2).estep(init, SPECS["softmax"]).masses
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_masses_in_child, args=(queue, X, weights, init))
+    child.start()
+    try:
+        np.testing.assert_allclose(queue.get(timeout=60), parent, rtol=1e-12)
+        child.join(timeout=60)
+        assert child.exitcode == 0
+    finally:
+        child.kill()
 
 
 def test_thread_count_follows_limits():
