@@ -61,8 +61,10 @@ def contenders(n, k, with_faiss, with_numpy):
     return out
 
 
-#: Seconds of rest before each timed call: BLAS and OpenMP worker threads spin for a
-#: while after a parallel call, and would otherwise slow whichever contender runs next.
+#: Seconds of rest before each contender's turn: BLAS and OpenMP worker threads spin for
+#: a while after a parallel call, and would otherwise slow whichever contender runs next.
+#: The turn is then one untimed call (warm caches and threads, as between the iterations of
+#: a fit) and one timed call.
 SETTLE = 0.3
 
 
@@ -74,6 +76,7 @@ def measure(runs, repeats, clock=time.perf_counter):
     for _ in range(repeats):
         for name, run in runs.items():
             time.sleep(SETTLE)
+            run()
             start = clock()
             run()
             times[name].append(clock() - start)

@@ -2,6 +2,7 @@
 
 import multiprocessing
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -196,6 +197,20 @@ def test_thread_count_does_not_change_results(sparse):
     two = NumbaEngine(X, weights, n_threads=2).estep(init, spec)
     _assert_stats_close(two, one, 1e-12)
     np.testing.assert_array_equal(two.labels, one.labels)
+
+
+def test_concurrent_passes_from_several_threads():
+    """Fits in several Python threads at once (e.g. a threaded grid search) share the pool."""
+    X, weights, init = _data(np.float64, False, seed=3)
+    want = NumbaEngine(X, weights, n_threads=1).estep(init, SPECS["softmax"]).masses
+    with ThreadPoolExecutor(max_workers=4) as callers:
+        got = list(callers.map(
+            lambda n_threads: NumbaEngine(X, weights, n_threads=n_threads)
+            .estep(init, SPECS["softmax"]).masses,
+            [2, 3, 2, 4, 3, 2],
+        ))
+    for masses in got:
+        np.testing.assert_allclose(masses, want, rtol=1e-12)
 
 
 def _masses_in_child(queue, X, weights, init):

@@ -21,6 +21,7 @@ runs at one thread inside a pass. Results do not depend on the number of threads
 """
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -85,10 +86,11 @@ def _blas_controller():
 
 
 def _forget_pool():
-    global _pool
-    _pool = None
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
 
 
+_pool_lock = threading.Lock()
 os.register_at_fork(after_in_child=_forget_pool)  # a forked child has none of the threads
 
 
@@ -98,21 +100,26 @@ def _blas_at_one_thread():
         yield
 
 
+def _submit(kernel, n_threads, args):
+    """Submit every thread's share to the pool (grown to ``n_threads`` workers if needed)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < n_threads:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="softkmeans")
+        return [_pool.submit(kernel, *args, t, n_threads) for t in range(n_threads)]
+
+
 def run_threads(kernel, n_threads, *args):
     """``kernel(*args, thread, n_threads)`` for every thread, concurrently; their results.
 
     BLAS is held to one thread meanwhile, as in scikit-learn's Lloyd kernel.
     """
-    global _pool
     with _blas_at_one_thread():
         if n_threads == 1:
             return [kernel(*args, 0, 1)]
-        if _pool is None or _pool._max_workers < n_threads:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="softkmeans")
-        futures = [_pool.submit(kernel, *args, t, n_threads) for t in range(n_threads)]
-        return [future.result() for future in futures]
+        return [future.result() for future in _submit(kernel, n_threads, args)]
 
 
 class NumbaEngine(NumpyEngine):
