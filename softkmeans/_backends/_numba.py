@@ -17,13 +17,13 @@ Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
 (``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
 capped by ``NUMBA_NUM_THREADS`` (the number of CPUs unless set), and by the
 size of the pass (one thread per :data:`WORK_PER_THREAD` multiply-adds). BLAS
-runs at one thread inside a pass. Results do not depend on the number of threads beyond rounding.
+runs at one thread inside a pass. Results do not depend on the number of
+threads beyond rounding.
 """
 
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 import numba
 import numpy as np
@@ -52,7 +52,6 @@ _HARD = RelaxationSpec("hard")
 WORK_PER_THREAD = 1 << 22
 _NO_OUT = np.empty((0, 0))
 _controller = None
-_pool = None
 
 
 def effective_n_threads(n_threads=None):
@@ -86,28 +85,23 @@ def _blas_controller():
 
 
 def _forget_pool():
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
 
 
-_pool_lock = threading.Lock()
+_forget_pool()
 os.register_at_fork(after_in_child=_forget_pool)  # a forked child has none of the threads
-
-
-@contextmanager
-def _blas_at_one_thread():
-    with _blas_controller().limit(limits=1, user_api="blas"):
-        yield
 
 
 def _submit(kernel, n_threads, args):
     """Submit every thread's share to the pool (grown to ``n_threads`` workers if needed)."""
-    global _pool
+    global _pool, _pool_size
     with _pool_lock:
-        if _pool is None or _pool._max_workers < n_threads:
+        if _pool_size < n_threads:
             if _pool is not None:
                 _pool.shutdown(wait=False)
             _pool = ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="softkmeans")
+            _pool_size = n_threads
         return [_pool.submit(kernel, *args, t, n_threads) for t in range(n_threads)]
 
 
@@ -116,7 +110,7 @@ def run_threads(kernel, n_threads, *args):
 
     BLAS is held to one thread meanwhile, as in scikit-learn's Lloyd kernel.
     """
-    with _blas_at_one_thread():
+    with _blas_controller().limit(limits=1, user_api="blas"):
         if n_threads == 1:
             return [kernel(*args, 0, 1)]
         return [future.result() for future in _submit(kernel, n_threads, args)]
