@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 
 from softkmeans._backends import _numba, get_engine, resolve_backend
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
-from softkmeans._backends._numba_kernels import chunk_rows
+from softkmeans._backends._numba_kernels import chunk_rows, product_block
 from softkmeans._backends._numba_rows import (
     SOFTMAX_SKIP_EPS,
     exp_nonpositive,
@@ -104,6 +104,22 @@ def test_many_clusters_match_oracle(dtype, spec):
     """70 centroids, most of them far from every row: long candidate scans, sorts."""
     X, weights, _ = _data(dtype, False)
     init = np.asarray(X[:: X.shape[0] // 70][:70], dtype=np.float64)
+    got = NumbaEngine(X, weights).estep(init, spec)
+    want = NumpyEngine(X, weights).estep(init, spec)
+    _assert_stats_close(got, want, RTOL[dtype])
+
+
+@pytest.mark.parametrize("sigma", [2.0, 8.0])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dense_softmax_product_in_centroid_blocks(dtype, sigma):
+    """64 features, 70 centroids: the second product of a dense chunk runs in 3 blocks."""
+    rng = np.random.RandomState(3)
+    n_clusters, n_features = 70, 64
+    assert product_block(chunk_rows(n_clusters), n_features) < n_clusters // 2
+    X = rng.normal(size=(N_SAMPLES, n_features)).astype(dtype)
+    weights = rng.uniform(0.5, 2.0, size=N_SAMPLES)
+    init = X[::N_SAMPLES // n_clusters][:n_clusters].astype(np.float64)
+    spec = RelaxationSpec("softmax", sigma)
     got = NumbaEngine(X, weights).estep(init, spec)
     want = NumpyEngine(X, weights).estep(init, spec)
     _assert_stats_close(got, want, RTOL[dtype])
