@@ -60,15 +60,25 @@ JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": {"contract"}}
 _JIT = JIT_OPTIONS
 
 
-@intrinsic
-def _bits_as_float64(typingctx, bits):
-    """Reinterpret the bits of an int64 as a float64 (a no-op that LLVM vectorizes)."""
-    sig = types.float64(types.int64)
+def _bitcast(source, target):
+    """An intrinsic that reinterprets the bits of a ``source`` scalar as a ``target`` one.
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
+    A no-op in machine code, which LLVM vectorizes.
+    """
+    target_ir = {types.float64: ir.DoubleType(), types.float32: ir.FloatType()}[target]
 
-    return sig, codegen
+    @intrinsic
+    def bitcast(typingctx, value):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], target_ir)
+
+        return target(source), codegen
+
+    return bitcast
+
+
+_bits_as_float64 = _bitcast(types.int64, types.float64)
+_bits_as_float32 = _bitcast(types.int32, types.float32)
 
 
 @njit(**_JIT)
@@ -104,17 +114,6 @@ def exp_nonpositive(x):
     scale_a = _bits_as_float64((n_half + 1023) << 52)
     scale_b = _bits_as_float64((n_all - n_half + 1023) << 52)
     return p * scale_a * scale_b
-
-
-@intrinsic
-def _bits_as_float32(typingctx, bits):
-    """Reinterpret the bits of an int32 as a float32."""
-    sig = types.float32(types.int32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return sig, codegen
 
 
 _F32 = np.float32
