@@ -29,6 +29,13 @@ Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
    visit their candidate centroids (:mod:`._numba_rows`).
 
 CSR X is processed row by row with float64 products.
+
+Compilation: numba compiles every jitted function with all of its callees
+linked in and optimizes and translates that whole tree again, so each level
+of calls repeats the work below it. The dense pass is therefore flat (the
+chunk loop is written out in :func:`dense_pass`, the dense softmax finish in
+one function), which took the first fit's compilation from about 10 s to
+about 7 s here; the functions only kernels call have no Python wrappers.
 """
 
 import math
@@ -37,6 +44,7 @@ import numpy as np
 from numba import njit
 
 from ._numba_rows import (
+    INNER_JIT_OPTIONS,
     JIT_OPTIONS,
     SOFTMAX,
     exp_as,
@@ -59,6 +67,7 @@ DENSE_FRACTION = 4
 OUT_NONE, OUT_RESP, OUT_DIST, OUT_GAP = 0, 1, 2, 3
 
 _JIT = JIT_OPTIONS
+_INNER = INNER_JIT_OPTIONS
 
 
 def bounded_inverse(tau, dtype):
@@ -107,13 +116,13 @@ def product_block(rows, n_features):
     return max(16, SMALL_PRODUCT // ((n_features + 1) * rows) // 16 * 16)
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _statistics(n_clusters, n_features):
     """One thread's accumulators: sums, masses, (objective, inertia, gap)."""
     return np.zeros((n_clusters, n_features)), np.zeros(n_clusters), np.zeros(3)
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _record_row(i, label, row_dmin, margin, gap, weight, m, idx, val, masses, scalars, labels,
                 margins, dmin, out_mode, out):
     """Store row ``i``'s summary and add its compact responsibilities to the statistics."""
@@ -134,14 +143,14 @@ def _record_row(i, label, row_dmin, margin, gap, weight, m, idx, val, masses, sc
         out[i, 0] = gap
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _axpy(coef, X, i, sums, j):
     """``sums[j] += coef * X[i]`` in float64."""
     for f in range(X.shape[1]):
         sums[j, f] += coef * X[i, f]
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _shifted_distances_and_nearest(U, x_sq, c_sq, u_near, first, second, label):
     """Turn the cross term ``U`` into ``||c_j||^2 - 2 x_r.c_j`` and find each row's nearest two.
 
@@ -159,9 +168,12 @@ def _shifted_distances_and_nearest(U, x_sq, c_sq, u_near, first, second, label):
     scalar (three times slower, measured).
     """
     k, rows = U.shape
-    u_first = np.full(rows, np.inf, U.dtype)
-    u_second = np.full(rows, np.inf, U.dtype)
-    nearest = np.zeros(rows, np.int32)
+    u_first = np.empty(rows, U.dtype)
+    u_second = np.empty(rows, U.dtype)
+    nearest = np.empty(rows, np.int32)
+    for r in range(rows):
+        u_first[r] = u_second[r] = np.inf
+        nearest[r] = 0
     two = U.dtype.type(2.0)
     for j in range(k):
         cj = c_sq[j]
@@ -180,93 +192,7 @@ def _shifted_distances_and_nearest(U, x_sq, c_sq, u_near, first, second, label):
         second[r] = max(x_sq[r] + np.float64(u_second[r]), 0.0)
 
 
-@njit(**_JIT)
-def _softmax_weights_in_place(E, first, second, label, tau, inv_tau, u_near, others):
-    """Overwrite ``E`` (from :func:`_shifted_distances_and_nearest`) with softmax weights.
-
-    ``E[j, r] = exp(-(d_jr - second_r) / tau)`` for the kept centroids other
-    than the nearest (the skip rule of :mod:`._numba_rows`), 0 elsewhere.
-    The exponent is ``(u_second_r - u_jr) / tau`` in the dtype of X: a tied
-    centroid's exponent is exactly 0, and in float32 the exponent errs by
-    about as much as the float32 cross term already does. Every kept weight
-    lies in ``[exp(-37), 1]``, so float32 holds it without underflow.
-    ``others`` receives each row's sum of ``E``: in the dtype of X over blocks
-    of :data:`SUM_BLOCK` centroids, then in float64. ``inv_tau`` is
-    :func:`bounded_inverse`.
-    """
-    k, rows = E.shape
-    dtype = E.dtype.type
-    zero = dtype(0.0)
-    top, floor, partial = u_near[1], u_near[2], u_near[3]
-    for r in range(rows):
-        floor[r] = dtype(softmax_floor(first[r], second[r], tau))
-        E[label[r], r] = np.inf  # its exponent is -inf: below the floor, so 0
-    others[:rows] = 0.0
-    for j0 in range(0, k, SUM_BLOCK):
-        partial[:rows] = zero
-        for j in range(j0, min(j0 + SUM_BLOCK, k)):
-            for r in range(rows):
-                arg = min((top[r] - E[j, r]) * inv_tau, zero)
-                e = exp_as(E, arg)
-                e = e if arg >= floor[r] else zero
-                E[j, r] = e
-                partial[r] += e
-        for r in range(rows):
-            others[r] += partial[r]
-
-
-@njit(**_JIT)
-def _dense_chunk(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_sums, out_mode,
-                 out, labels, margins, dmin, start, n_rows, cross_buf, near, u_near, scaled_x,
-                 label, row, work, idx, val, mass_buf, block, sums, masses, scalars):
-    """Rows ``start:start + n_rows`` of a dense pass, into one thread's buffers."""
-    rows = min(n_rows, X.shape[0] - start)
-    k = centers.shape[0]
-    stop = start + rows
-    Xc = X[start:stop]
-    xc_sq = x_sq[start:stop]
-    first, second = near[0], near[1]
-    U = cross_buf[:k * rows].reshape((k, rows))
-    np.dot(centers, Xc.T, U)
-    _shifted_distances_and_nearest(U, xc_sq, c_sq, u_near, first, second, label)
-    for r in range(rows):
-        margins[start + r] = second[r] - first[r] if k > 1 else 0.0
-    one_hot = 0
-    for r in range(rows):
-        one_hot += is_hard_row(kind, first[r], second[r], tau, alpha)
-    if kind == SOFTMAX and (rows - one_hot) * DENSE_FRACTION > rows:
-        _dense_softmax_chunk(Xc, weights[start:stop], first, second, near[2], label, tau,
-                             inv_tau, with_sums, out_mode, out, labels, dmin, start, U, u_near,
-                             scaled_x, mass_buf, block, sums, masses, scalars)
-        return
-    if one_hot == rows and out_mode == OUT_NONE:
-        _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sums, masses,
-                      scalars)
-        return
-    # No array views are created per row below: each one costs an atomic reference count.
-    for r in range(rows):
-        i = start + r
-        if out_mode == OUT_DIST:
-            for j in range(k):
-                out[i, j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
-        if is_hard_row(kind, first[r], second[r], tau, alpha):
-            m, gap = 1, 0.0
-            idx[0] = label[r]
-            val[0] = 1.0
-        else:
-            for j in range(k):
-                row[j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
-            m, gap = row_given_nearest(row, kind, label[r], first[r], second[r], tau, alpha,
-                                       idx, val, work)
-        w = weights[i]
-        _record_row(i, label[r], first[r], margins[i], gap, w, m, idx, val, masses, scalars,
-                    labels, margins, dmin, out_mode, out)
-        if with_sums:
-            for q in range(m):
-                _axpy(w * val[q], X, i, sums, idx[q])
-
-
-@njit(**_JIT)
+@njit(**_INNER)
 def _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sums, masses,
                   scalars):
     """Lloyd's statistics of a chunk: each row adds itself to its nearest centroid."""
@@ -286,15 +212,24 @@ def _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sum
     scalars[1] += objective
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with_sums, out_mode,
                          out, labels, dmin, start, E, u_near, Xs, mass_buf, block, sums, masses,
                          scalars):
     """Finish a chunk whose rows are mostly soft: one exp per entry and one GEMM.
 
-    ``E`` holds the chunk's shifted distances and is overwritten with the
-    weights (:func:`_softmax_weights_in_place`). With
-    ``s_r = exp(-(second_r - dmin_r) / tau)`` (float64), a row's weights are 1
+    ``E`` holds the chunk's shifted distances ``u`` and is overwritten with
+    ``E[j, r] = exp(-(d_jr - second_r) / tau)`` for the kept centroids other
+    than the nearest (the skip rule of :mod:`._numba_rows`), 0 elsewhere. The
+    exponent is ``(u_second_r - u_jr) / tau`` in the dtype of X: a tied
+    centroid's exponent is exactly 0, and in float32 the exponent errs by
+    about as much as the float32 cross term already does. Every kept weight
+    lies in ``[exp(-37), 1]``, so float32 holds it without underflow. Row sums
+    of ``E`` (``others``) run in the dtype of X over blocks of
+    :data:`SUM_BLOCK` centroids, then in float64; ``inv_tau`` is
+    :func:`bounded_inverse`.
+
+    With ``s_r = exp(-(second_r - dmin_r) / tau)`` (float64), a row's weights are 1
     for its nearest centroid and ``s_r E[j, r]`` for the others, so
     ``S_r = s_r sum_j E[j, r]`` keeps its relative precision however small it
     is. Sums and masses are one product ``E @ [scale * X_chunk, scale]`` with
@@ -306,7 +241,23 @@ def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with
     k, rows = E.shape
     n_features = Xc.shape[1]
     dtype = E.dtype.type
-    _softmax_weights_in_place(E, first, second, label, tau, inv_tau, u_near, others)
+    zero = dtype(0.0)
+    top, floor, partial = u_near[1], u_near[2], u_near[3]
+    for r in range(rows):
+        floor[r] = dtype(softmax_floor(first[r], second[r], tau))
+        E[label[r], r] = np.inf  # its exponent is -inf: below the floor, so 0
+    others[:rows] = 0.0
+    for j0 in range(0, k, SUM_BLOCK):
+        partial[:rows] = zero
+        for j in range(j0, min(j0 + SUM_BLOCK, k)):
+            for r in range(rows):
+                arg = min((top[r] - E[j, r]) * inv_tau, zero)
+                e = exp_as(E, arg)
+                e = e if arg >= floor[r] else zero
+                E[j, r] = e
+                partial[r] += e
+        for r in range(rows):
+            others[r] += partial[r]
     if out_mode == OUT_RESP:  # float64 row sums: every written row sums to 1 to rounding
         others[:rows] = 0.0
         for j in range(k):
@@ -361,32 +312,74 @@ def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_
                out, labels, margins, dmin, thread, n_threads):
     """Thread ``thread``'s share of a pass over dense ``X`` (C-contiguous): its statistics.
 
-    The share is every ``n_threads``-th chunk from chunk ``thread``; the
-    per-row outputs are written in place. ``centers`` (C-contiguous) is in
+    The share is every ``n_threads``-th chunk from chunk ``thread``, each
+    finished as the module docstring describes; the per-row outputs are
+    written in place. ``centers`` (C-contiguous) is in
     the dtype of X; ``c_sq`` holds the squared norms of the float64
     centroids; ``inv_tau`` is :func:`bounded_inverse`.
     """
     n, n_features = X.shape
     k = centers.shape[0]
-    rows = chunk_rows(k)
+    chunk = chunk_rows(k)
     sums, masses, scalars = _statistics(k, n_features)
     c_sq_x = c_sq.astype(X.dtype)
-    cross = np.empty(k * rows, X.dtype)
-    near = np.empty((3, rows))
-    u_near = np.empty((4, rows), X.dtype)
-    scaled_x = np.empty((rows, n_features + 1), X.dtype)
-    label = np.empty(rows, np.intp)
+    cross = np.empty(k * chunk, X.dtype)
+    near = np.empty((3, chunk))
+    u_near = np.empty((4, chunk), X.dtype)
+    scaled_x = np.empty((chunk, n_features + 1), X.dtype)
+    label = np.empty(chunk, np.intp)
     row = np.empty(k)
     work = np.empty(k)
     idx = np.empty(k + 1, np.intp)
     val = np.empty(k + 1)
     mass_buf = np.empty(k, X.dtype)
     block = np.empty((k, n_features + 1), X.dtype)
-    n_chunks = (n + rows - 1) // rows
+    n_chunks = (n + chunk - 1) // chunk
     for c in range(thread, n_chunks, n_threads):
-        _dense_chunk(X, weights, x_sq, centers, c_sq_x, kind, tau, inv_tau, alpha, with_sums,
-                     out_mode, out, labels, margins, dmin, c * rows, rows, cross, near, u_near,
-                     scaled_x, label, row, work, idx, val, mass_buf, block, sums, masses, scalars)
+        start = c * chunk
+        rows = min(chunk, n - start)
+        stop = start + rows
+        Xc = X[start:stop]
+        xc_sq = x_sq[start:stop]
+        first, second = near[0], near[1]
+        U = cross[:k * rows].reshape((k, rows))
+        np.dot(centers, Xc.T, U)
+        _shifted_distances_and_nearest(U, xc_sq, c_sq_x, u_near, first, second, label)
+        for r in range(rows):
+            margins[start + r] = second[r] - first[r] if k > 1 else 0.0
+        one_hot = 0
+        for r in range(rows):
+            one_hot += is_hard_row(kind, first[r], second[r], tau, alpha)
+        if kind == SOFTMAX and (rows - one_hot) * DENSE_FRACTION > rows:
+            _dense_softmax_chunk(Xc, weights[start:stop], first, second, near[2], label, tau,
+                                 inv_tau, with_sums, out_mode, out, labels, dmin, start, U, u_near,
+                                 scaled_x, mass_buf, block, sums, masses, scalars)
+            continue
+        if one_hot == rows and out_mode == OUT_NONE:
+            _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sums, masses,
+                          scalars)
+            continue
+        # No array views are created per row below: each one costs an atomic reference count.
+        for r in range(rows):
+            i = start + r
+            if out_mode == OUT_DIST:
+                for j in range(k):
+                    out[i, j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
+            if is_hard_row(kind, first[r], second[r], tau, alpha):
+                m, gap = 1, 0.0
+                idx[0] = label[r]
+                val[0] = 1.0
+            else:
+                for j in range(k):
+                    row[j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
+                m, gap = row_given_nearest(row, kind, label[r], first[r], second[r], tau, alpha,
+                                           idx, val, work)
+            w = weights[i]
+            _record_row(i, label[r], first[r], margins[i], gap, w, m, idx, val, masses, scalars,
+                        labels, margins, dmin, out_mode, out)
+            if with_sums:
+                for q in range(m):
+                    _axpy(w * val[q], X, i, sums, idx[q])
     return sums, masses, scalars
 
 
@@ -427,7 +420,7 @@ def csr_pass(data, indices, indptr, n_features, weights, x_sq, centers_t, c_sq, 
     return sums, masses, scalars
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _csr_row(data, indices, indptr, i, weight, x_sq, centers_t, c_sq, kind, tau, alpha,
              with_sums, out_mode, out, labels, margins, dmin, d, work, idx, val, sums, masses,
              scalars):

@@ -31,9 +31,10 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["JIT_OPTIONS", "HARD", "SOFTMAX", "ENTMAX", "KINDS", "SOFTMAX_SKIP_EPS",
-           "exp_nonpositive", "exp_nonpositive32", "exp_as", "nearest_two", "softmax_cutoff",
-           "softmax_floor", "is_hard_row", "row_responsibilities", "row_given_nearest"]
+__all__ = ["JIT_OPTIONS", "INNER_JIT_OPTIONS", "HARD", "SOFTMAX", "ENTMAX", "KINDS",
+           "SOFTMAX_SKIP_EPS", "exp_nonpositive", "exp_nonpositive32", "exp_as", "nearest_two",
+           "softmax_cutoff", "softmax_floor", "is_hard_row", "row_responsibilities",
+           "row_given_nearest"]
 
 #: Integer codes of :attr:`RelaxationSpec.kind` inside the kernels.
 HARD, SOFTMAX, ENTMAX = 0, 1, 2
@@ -57,7 +58,11 @@ _C13, _C12, _C11, _C10, _C9, _C8, _C7, _C6, _C5, _C4, _C3, _C2, _C1, _C0 = (
 #: multiply-adds (it changes results by rounding only; no other fast-math flag is set,
 #: so inf, nan and underflow keep their IEEE behaviour).
 JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": {"contract"}}
+#: Options of a kernel that only other kernels call: no wrappers for calls from Python
+#: or C, which are generated (and compiled) for every function otherwise.
+INNER_JIT_OPTIONS = {**JIT_OPTIONS, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 _JIT = JIT_OPTIONS
+_INNER = INNER_JIT_OPTIONS
 
 
 def _bitcast(source, target):
@@ -153,7 +158,7 @@ def _exp_as(like, x):
     return lambda like, x: exp_nonpositive(x)
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def nearest_two(d):
     """Index of the smallest entry of ``d`` (first on ties), it, and the second smallest.
 
@@ -173,7 +178,7 @@ def nearest_two(d):
     return label, first, second
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def softmax_cutoff(dmin, second, tau):
     """Largest squared distance whose softmax weight is kept (see the module docstring).
 
@@ -182,13 +187,13 @@ def softmax_cutoff(dmin, second, tau):
     return min(second + _SOFTMAX_SKIP_LOG * tau, dmin + _UNDERFLOW_LOG * tau)
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def softmax_floor(dmin, second, tau):
     """:func:`softmax_cutoff` as the smallest kept exponent ``-(d - second) / tau``."""
     return max(-_SOFTMAX_SKIP_LOG, (second - dmin) / tau - _UNDERFLOW_LOG)
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def is_hard_row(kind, dmin, second, tau, alpha):
     """Whether the row's responsibilities are exactly one-hot at its nearest centroid."""
     if kind == SOFTMAX:
@@ -198,7 +203,7 @@ def is_hard_row(kind, dmin, second, tau, alpha):
     return True
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _softmax(d, label, dmin, second, tau, idx, val):
     """Softmax weights of the centroids that matter; returns (m, row_gap)."""
     skip = softmax_cutoff(dmin, second, tau)
@@ -220,7 +225,7 @@ def _softmax(d, label, dmin, second, tau, idx, val):
     return m + 1, tau * math.log1p(others)
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _sort_descending(u, out):
     """``out[:m] = u`` sorted in decreasing order (Shell sort, gaps 1, 4, 13, 40, ...).
 
@@ -244,7 +249,7 @@ def _sort_descending(u, out):
         gap //= 3
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _sorted_candidate(s, power_two, csum, csum_sq):
     """Threshold candidate for support size ``s + 1`` from the running sums."""
     count = s + 1.0
@@ -255,7 +260,7 @@ def _sorted_candidate(s, power_two, csum, csum_sq):
     return (csum - 1.0) / count
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _threshold_sorted(u, power_two, work):
     """Exact entmax threshold for alpha = 1.5 (``power_two``) or 2 from the candidates ``u``.
 
@@ -280,7 +285,7 @@ def _threshold_sorted(u, power_two, work):
     return _sorted_candidate(support - 1, power_two, csum, csum_sq)
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _threshold_bisection(u, exponent, n_clusters):
     """Entmax threshold by 80 halvings, with the oracle's bracket ``[-1, -(1/k)^(alpha-1)]``."""
     lo = -1.0
@@ -297,7 +302,7 @@ def _threshold_bisection(u, exponent, n_clusters):
     return lo
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def _entmax(d, label, dmin, second, tau, alpha, idx, val, work):
     """Entmax-alpha responsibilities on the support window; returns (m, row_gap)."""
     width = tau / (alpha - 1.0)
@@ -332,7 +337,7 @@ def _entmax(d, label, dmin, second, tau, alpha, idx, val, work):
     return kept, tau * entropy - excess
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def row_responsibilities(d, kind, tau, alpha, idx, val, work):
     """Nonzero responsibilities of one row, and its nearest-centroid summary.
 
@@ -363,7 +368,7 @@ def row_responsibilities(d, kind, tau, alpha, idx, val, work):
     return m, label, dmin, margin, gap
 
 
-@njit(**_JIT)
+@njit(**_INNER)
 def row_given_nearest(d, kind, label, dmin, second, tau, alpha, idx, val, work):
     """:func:`row_responsibilities` once the nearest two are known; returns (m, row_gap)."""
     if is_hard_row(kind, dmin, second, tau, alpha):
