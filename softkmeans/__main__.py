@@ -1,4 +1,4 @@
-"""Command line: ``python -m softkmeans demo`` and ``python -m softkmeans reproduce``."""
+"""Command line: ``python -m softkmeans demo``, ``reproduce`` and ``compile``."""
 
 import argparse
 import sys
@@ -25,12 +25,20 @@ def main(argv=None):
     demo.add_argument("--random-state", type=int, default=0)
     commands.add_parser("reproduce", add_help=False,
                         help="reproduce the paper's experiments (see `reproduce --help`)")
+    commands.add_parser("compile", help="compile the numba kernels into numba's on-disk cache "
+                        "(once per installation; e.g. when building a container image)")
     args, rest = parser.parse_known_args(argv)
     if args.command == "reproduce":
         from .experiments import main as reproduce
 
         return reproduce(rest)
     parser.parse_args(argv)
+    if args.command == "compile":
+        from ._backends._numba import compile_kernels
+
+        print("numba kernels (compiled, or loaded from the cache when up to date):")
+        compile_kernels(file=sys.stdout)
+        return 0
     from ._demo import run_demo
 
     run_demo(args.random_state)

@@ -269,3 +269,16 @@ def test_engine_keeps_float32_and_weights():
     assert engine.X.dtype == np.float32
     assert engine.sample_weight.dtype == np.float64
     np.testing.assert_allclose(engine.row(5), X[5].astype(np.float64))
+
+
+def test_compile_command_compiles_every_input_kind(capsys):
+    from softkmeans.__main__ import main
+    from softkmeans._backends._numba_kernels import csr_pass, dense_pass
+
+    assert main(["compile"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert [line.split(":")[0].split() for line in lines] == [
+        ["dense", "float32"], ["dense", "float64"], ["CSR", "float32"], ["CSR", "float64"]]
+    for kernel in (dense_pass, csr_pass):
+        for dtype in ("float32", "float64"):
+            assert any(sig[0].dtype.name == dtype for sig in kernel.signatures)

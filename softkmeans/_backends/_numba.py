@@ -23,6 +23,7 @@ threads beyond rounding.
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -44,7 +45,7 @@ from ._numba_rows import KINDS
 from ._numpy import NumpyEngine, _row_sq_norms
 from ._stats import PassStats
 
-__all__ = ["NumbaEngine", "effective_n_threads", "run_threads"]
+__all__ = ["NumbaEngine", "compile_kernels", "effective_n_threads", "run_threads"]
 
 _HARD = RelaxationSpec("hard")
 #: A pass gets one more thread per this many multiply-adds of its distance computation;
@@ -223,3 +224,44 @@ class NumbaEngine(NumpyEngine):
         out = np.empty((self.n_samples, 1))
         dmin = self._pass(centers, spec, False, OUT_GAP, out)[5]
         return -dmin / spec.tau + out[:, 0] / spec.tau
+
+
+def compile_kernels(file=None):
+    """Compile every kernel a fit can call, or load it from numba's on-disk cache.
+
+    One pass over a tiny data set per input kind (dense and CSR, float32 and
+    float64) compiles all of that kind's kernels: every estimator, relaxation
+    and output of the engine goes through the same pass kernel. Compiling
+    takes seconds per kind and happens once per installation; a process that
+    finds the kernels in the cache loads them in a fraction of a second. Run
+    it (``python -m softkmeans compile``) where the package is installed for
+    many short-lived processes, e.g. when building a container image.
+
+    Parameters
+    ----------
+    file : file-like, default=None
+        Where to print one line per input kind; nothing is printed when None.
+
+    Returns
+    -------
+    dict
+        Seconds taken per input kind, keyed by ``(layout, dtype name)``.
+
+    Examples
+    --------
+    >>> from softkmeans._backends._numba import compile_kernels
+    >>> sorted(compile_kernels())
+    [('CSR', 'float32'), ('CSR', 'float64'), ('dense', 'float32'), ('dense', 'float64')]
+    """
+    data = np.random.default_rng(0).normal(size=(64, 3))
+    spec = RelaxationSpec("softmax", 1.0)
+    seconds = {}
+    for layout, to_layout in (("dense", np.asarray), ("CSR", sp.csr_matrix)):
+        for dtype in (np.float32, np.float64):
+            start = time.perf_counter()
+            NumbaEngine(to_layout(data.astype(dtype))).estep(data[:4], spec)
+            key = (layout, np.dtype(dtype).name)
+            seconds[key] = time.perf_counter() - start
+            if file is not None:
+                print(f"{layout:>5} {key[1]}: {seconds[key]:5.1f} s", file=file)
+    return seconds
