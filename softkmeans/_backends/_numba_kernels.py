@@ -17,10 +17,10 @@ Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
    vectorize; no distance matrix is stored;
 2. a softmax chunk whose rows are mostly not one-hot is finished densely: its
    weights ``E`` overwrite ``u`` with one exp per entry (pruned entries set to
-   0) and ``[sums | masses] += E [s * X_chunk | s]`` is one more GEMM, ``s``
-   holding each row's weight over its normalizer (a row-by-row visit of the
-   candidates would read the centroid-major values across cache lines, which
-   costs more than the exps it saves). With d = 64 this iteration costs two
+   0), ``sums += E (s * X_chunk)`` is one more GEMM and ``masses += E s`` a
+   GEMV, ``s`` holding each row's weight over its normalizer (a row-by-row
+   visit of the candidates would read the centroid-major values across cache
+   lines, which costs more than the exps it saves). With d = 64 this iteration costs two
    GEMMs, so it cannot be cheaper than about 1.2 Lloyd iterations of
    scikit-learn (one GEMM and an argmin);
 3. otherwise each row is finished on its own: a one-hot row (Lloyd's, or an
@@ -85,9 +85,9 @@ def bounded_inverse(tau, dtype):
 #: (entry ``1 / s``, finite in float32) when ``s`` is at least this.
 LEAD_IN_PRODUCT_MIN = 1e-30
 
-#: Multiply-adds of one call of the dense softmax chunk's second product (see
+#: Most multiply-adds of one call of the dense softmax chunk's second product (see
 #: :func:`product_block`).
-SMALL_PRODUCT = 3 << 18
+SMALL_PRODUCT = 1 << 19
 
 #: ``others`` sums of dense softmax weights run in the dtype of X over blocks of this many
 #: centroids, then in float64.
@@ -109,11 +109,12 @@ def chunk_rows(n_clusters):
 def product_block(rows, n_features):
     """Centroids per call of the dense softmax chunk's second product (16 at least).
 
-    ``E[j0:j1] @ [s * X_chunk | s]`` is called on blocks of centroids small
-    enough (under 800,000 multiply-adds) for OpenBLAS to take its unpacked
-    small-matrix kernels: 15-20% faster here than one call for all centroids.
+    ``E[j0:j1] @ (s * X_chunk)`` is called on blocks of centroids small
+    enough (32 centroids of 64 features for 256 rows) for OpenBLAS to take
+    its unpacked small-matrix kernels: 15-20% faster here than one call for
+    all centroids, and a little faster than blocks of 48.
     """
-    return max(16, SMALL_PRODUCT // ((n_features + 1) * rows) // 16 * 16)
+    return max(16, SMALL_PRODUCT // (n_features * rows) // 16 * 16)
 
 
 @njit(**_INNER)
@@ -232,11 +233,12 @@ def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with
     With ``s_r = exp(-(second_r - dmin_r) / tau)`` (float64), a row's weights are 1
     for its nearest centroid and ``s_r E[j, r]`` for the others, so
     ``S_r = s_r sum_j E[j, r]`` keeps its relative precision however small it
-    is. Sums and masses are one product ``E @ [scale * X_chunk, scale]`` with
-    ``scale_r = w_r s_r / (1 + S_r)``, in which the nearest centroid's entry is
-    ``1 / s_r`` (a row whose ``s_r`` is below :data:`LEAD_IN_PRODUCT_MIN` adds
-    that share on its own instead); a GEMV gives the masses alone when no
-    sums are asked for.
+    is. The sums are one product ``E @ (scale * X_chunk)`` and the masses
+    one GEMV ``E @ scale``, with ``scale_r = w_r s_r / (1 + S_r)``, in which
+    the nearest centroid's entry is ``1 / s_r`` (a row whose ``s_r`` is below
+    :data:`LEAD_IN_PRODUCT_MIN` adds that share on its own instead). The
+    masses are not a column of the product: 65 columns cost about 10% more
+    than 64 (measured), more than the GEMV.
     """
     k, rows = E.shape
     n_features = Xc.shape[1]
@@ -292,10 +294,9 @@ def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with
         if with_sums:
             for f in range(n_features):
                 Xs[r, f] = Xc[r, f] * scale[r]
-            Xs[r, n_features] = scale[r]
+    np.dot(E, scale[:rows], mass_buf)
+    masses += mass_buf
     if not with_sums:
-        np.dot(E, scale[:rows], mass_buf)
-        masses += mass_buf
         return
     step = product_block(rows, n_features)
     for j0 in range(0, k, step):
@@ -304,7 +305,6 @@ def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with
     for j in range(k):
         for f in range(n_features):
             sums[j, f] += block[j, f]
-        masses[j] += block[j, n_features]
 
 
 @njit(**_JIT)
@@ -326,14 +326,14 @@ def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_
     cross = np.empty(k * chunk, X.dtype)
     near = np.empty((3, chunk))
     u_near = np.empty((4, chunk), X.dtype)
-    scaled_x = np.empty((chunk, n_features + 1), X.dtype)
+    scaled_x = np.empty((chunk, n_features), X.dtype)
     label = np.empty(chunk, np.intp)
     row = np.empty(k)
     work = np.empty(k)
     idx = np.empty(k + 1, np.intp)
     val = np.empty(k + 1)
     mass_buf = np.empty(k, X.dtype)
-    block = np.empty((k, n_features + 1), X.dtype)
+    block = np.empty((k, n_features), X.dtype)
     n_chunks = (n + chunk - 1) // chunk
     for c in range(thread, n_chunks, n_threads):
         start = c * chunk
