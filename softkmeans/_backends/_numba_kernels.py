@@ -32,10 +32,11 @@ CSR X is processed row by row with float64 products.
 
 Compilation: numba compiles every jitted function with all of its callees
 linked in and optimizes and translates that whole tree again, so each level
-of calls repeats the work below it. The dense pass is therefore flat (the
-chunk loop is written out in :func:`dense_pass`, the dense softmax finish in
-one function), which took the first fit's compilation from about 10 s to
-about 7 s here; the functions only kernels call have no Python wrappers.
+of calls repeats the work below it. The passes are therefore flat (the
+chunk loop is written out in :func:`dense_pass`, the row loop in
+:func:`csr_pass`, the dense softmax finish is one function), which took the
+first fit's compilation from about 10 s to about 7 s here (CSR: 5 s to
+3.5-4 s); the functions only kernels call have no Python wrappers.
 """
 
 import math
@@ -400,8 +401,8 @@ def csr_pass(data, indices, indptr, n_features, weights, x_sq, centers_t, c_sq, 
              alpha, with_sums, out_mode, out, labels, margins, dmin, thread, n_threads):
     """Thread ``thread``'s share of a pass over CSR ``(data, indices, indptr)``.
 
-    As :func:`dense_pass`; ``centers_t`` is ``C^T`` in float64 and products
-    are accumulated in float64.
+    As :func:`dense_pass`, row by row; ``centers_t`` is ``C^T`` in float64
+    and products are accumulated in float64.
     """
     n = indptr.shape[0] - 1
     k = centers_t.shape[1]
@@ -414,35 +415,27 @@ def csr_pass(data, indices, indptr, n_features, weights, x_sq, centers_t, c_sq, 
     n_chunks = (n + rows - 1) // rows
     for c in range(thread, n_chunks, n_threads):
         for i in range(c * rows, min((c + 1) * rows, n)):
-            _csr_row(data, indices, indptr, i, weights[i], x_sq[i], centers_t, c_sq, kind, tau,
-                     alpha, with_sums, out_mode, out, labels, margins, dmin, dist, work, idx,
-                     val, sums, masses, scalars)
-    return sums, masses, scalars
-
-
-@njit(**_INNER)
-def _csr_row(data, indices, indptr, i, weight, x_sq, centers_t, c_sq, kind, tau, alpha,
-             with_sums, out_mode, out, labels, margins, dmin, d, work, idx, val, sums, masses,
-             scalars):
-    """Row ``i`` of a CSR pass, into one thread's buffers."""
-    for j in range(d.shape[0]):
-        d[j] = 0.0
-    for p in range(indptr[i], indptr[i + 1]):
-        v = np.float64(data[p])
-        col = indices[p]
-        for j in range(d.shape[0]):
-            d[j] += v * centers_t[col, j]
-    for j in range(d.shape[0]):
-        d[j] = max(x_sq - 2.0 * d[j] + c_sq[j], 0.0)
-    if out_mode == OUT_DIST:
-        for j in range(d.shape[0]):
-            out[i, j] = d[j]
-    m, label, row_dmin, margin, gap = row_responsibilities(d, kind, tau, alpha, idx, val, work)
-    _record_row(i, label, row_dmin, margin, gap, weight, m, idx, val, masses, scalars, labels,
-                margins, dmin, out_mode, out)
-    if with_sums:
-        for q in range(m):
-            coef = weight * val[q]
-            j = idx[q]
+            for j in range(k):
+                dist[j] = 0.0
             for p in range(indptr[i], indptr[i + 1]):
-                sums[j, indices[p]] += coef * data[p]
+                v = np.float64(data[p])
+                col = indices[p]
+                for j in range(k):
+                    dist[j] += v * centers_t[col, j]
+            for j in range(k):
+                dist[j] = max(x_sq[i] - 2.0 * dist[j] + c_sq[j], 0.0)
+            if out_mode == OUT_DIST:
+                for j in range(k):
+                    out[i, j] = dist[j]
+            m, label, row_dmin, margin, gap = row_responsibilities(dist, kind, tau, alpha, idx,
+                                                                   val, work)
+            w = weights[i]
+            _record_row(i, label, row_dmin, margin, gap, w, m, idx, val, masses, scalars, labels,
+                        margins, dmin, out_mode, out)
+            if with_sums:
+                for q in range(m):
+                    coef = w * val[q]
+                    j = idx[q]
+                    for p in range(indptr[i], indptr[i + 1]):
+                        sums[j, indices[p]] += coef * data[p]
+    return sums, masses, scalars
