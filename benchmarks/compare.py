@@ -1,8 +1,9 @@
 """Per-iteration time of softkmeans' engine beside scikit-learn, FAISS and the GEMM bound.
 
 Same data, same starting centroids, same process; every contender runs once per
-round, rounds alternate, and the table reports medians and ratios to
-scikit-learn's Lloyd iteration and to the GEMM bound ``X @ C^T``.
+round, rounds alternate, and the table reports median times and the median
+(and quartiles) of each round's ratio to scikit-learn's Lloyd iteration and to
+the GEMM bound ``X @ C^T``.
 
 Run from the repository root, with the fast BLAS kernel for this command only::
 
@@ -15,7 +16,6 @@ process CPU instead of wall time: with one thread everywhere
 """
 
 import argparse
-import statistics
 import subprocess
 import sys
 import time
@@ -69,7 +69,7 @@ SETTLE = 0.3
 
 
 def measure(runs, repeats, clock=time.perf_counter):
-    """Median seconds per call of every runner; rounds alternate between runners."""
+    """Seconds of every runner's timed call, one per round; rounds alternate between runners."""
     for run in runs.values():
         run()
     times = {name: [] for name in runs}
@@ -80,7 +80,16 @@ def measure(runs, repeats, clock=time.perf_counter):
             start = clock()
             run()
             times[name].append(clock() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: np.array(values) for name, values in times.items()}
+
+
+def ratio_summary(times, reference):
+    """Median and quartiles of the per-round ratios ``times / reference``.
+
+    Dividing by the reference's time in the same round cancels the slow drifts
+    of a shared machine, which a ratio of two medians keeps.
+    """
+    return np.percentile(times / reference, [50, 25, 75])
 
 
 _PEAK_SCRIPT = """
@@ -185,14 +194,18 @@ def main(argv=None):
         n, k = (int(float(v)) for v in size.split("x"))
         runs = contenders(n, k, not args.no_faiss, n * k <= 10**7)
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
-        med = measure(runs, args.repeats, clock)
-        ref, gemm = med["sklearn Lloyd"], med["GEMM X@C.T"]
-        print(f"\nn={n:.0e} k={k} d=64 float32, median of {args.repeats} per-iteration "
-              f"{args.clock} times")
+        times = measure(runs, args.repeats, clock)
+        ref, gemm = times["sklearn Lloyd"], times["GEMM X@C.T"]
+        print(f"\nn={n:.0e} k={k} d=64 float32, {args.repeats} rounds, {args.clock} time per "
+              f"iteration: median, and ratios to the reference in the same round: median "
+              f"(quartiles)")
         print("| contender | ms / iter | x sklearn Lloyd | x GEMM |")
         print("|---|---|---|---|")
-        for name, seconds in med.items():
-            print(f"| {name} | {1e3 * seconds:.2f} | {seconds / ref:.2f} | {seconds / gemm:.2f} |")
+        for name, seconds in times.items():
+            sk_mid, sk_lo, sk_hi = ratio_summary(seconds, ref)
+            gemm_mid = ratio_summary(seconds, gemm)[0]
+            print(f"| {name} | {1e3 * np.median(seconds):.2f} | {sk_mid:.2f} "
+                  f"({sk_lo:.2f}-{sk_hi:.2f}) | {gemm_mid:.2f} |")
         if args.memory:
             x_mb, base_mb, peak_mb = peak_memory(n, k)
             print(f"fit memory: peak RSS {peak_mb:.0f} MB, {peak_mb - base_mb:.0f} MB above the "
