@@ -20,9 +20,9 @@ Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
    0), ``sums += E (s * X_chunk)`` is one more GEMM and ``masses += E s`` a
    GEMV, ``s`` holding each row's weight over its normalizer (a row-by-row
    visit of the candidates would read the centroid-major values across cache
-   lines, which costs more than the exps it saves). With d = 64 this iteration costs two
-   GEMMs, so it cannot be cheaper than about 1.2 Lloyd iterations of
-   scikit-learn (one GEMM and an argmin);
+   lines, which costs more than the exps it saves). With d = 64 this
+   iteration costs two GEMMs, so it cannot be cheaper than about 1.2 Lloyd
+   iterations of scikit-learn (one GEMM and an argmin);
 3. otherwise each row is finished on its own: a one-hot row (Lloyd's, or an
    identified entmax or softmax row) adds ``x_i`` to one centroid's sums (in a
    loop of its own when the whole chunk is one-hot), and only the other rows
@@ -218,7 +218,7 @@ def _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sum
 def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with_sums, out_mode,
                          out, labels, dmin, start, E, u_near, Xs, mass_buf, block, sums, masses,
                          scalars):
-    """Finish a chunk whose rows are mostly soft: one exp per entry and one GEMM.
+    """Finish a chunk whose rows are mostly soft: one exp per entry, a GEMM and a GEMV.
 
     ``E`` holds the chunk's shifted distances ``u`` and is overwritten with
     ``E[j, r] = exp(-(d_jr - second_r) / tau)`` for the kept centroids other
@@ -315,9 +315,9 @@ def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_
 
     The share is every ``n_threads``-th chunk from chunk ``thread``, each
     finished as the module docstring describes; the per-row outputs are
-    written in place. ``centers`` (C-contiguous) is in
-    the dtype of X; ``c_sq`` holds the squared norms of the float64
-    centroids; ``inv_tau`` is :func:`bounded_inverse`.
+    written in place. ``centers`` (C-contiguous) is in the dtype of X;
+    ``c_sq`` holds the squared norms of the float64 centroids; ``inv_tau``
+    is :func:`bounded_inverse`.
     """
     n, n_features = X.shape
     k = centers.shape[0]
@@ -326,6 +326,7 @@ def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_
     c_sq_x = c_sq.astype(X.dtype)
     cross = np.empty(k * chunk, X.dtype)
     near = np.empty((3, chunk))
+    first, second = near[0], near[1]
     u_near = np.empty((4, chunk), X.dtype)
     scaled_x = np.empty((chunk, n_features), X.dtype)
     label = np.empty(chunk, np.intp)
@@ -342,7 +343,6 @@ def dense_pass(X, weights, x_sq, centers, c_sq, kind, tau, inv_tau, alpha, with_
         stop = start + rows
         Xc = X[start:stop]
         xc_sq = x_sq[start:stop]
-        first, second = near[0], near[1]
         U = cross[:k * rows].reshape((k, rows))
         np.dot(centers, Xc.T, U)
         _shifted_distances_and_nearest(U, xc_sq, c_sq_x, u_near, first, second, label)
