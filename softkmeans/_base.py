@@ -239,11 +239,12 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         """The engine on validated X, after checking that squared distances fit the dtype."""
         engine = get_engine(self.backend, X, sample_weight)
         limit = np.finfo(X.dtype).max / 16
-        if X.shape[0] and not float(np.max(engine.x_sq)) <= limit:
+        largest = float(np.max(engine.x_sq)) if X.shape[0] else 0.0
+        if not largest <= limit:
             raise ValueError(
                 f"X is too large in magnitude for {np.dtype(X.dtype).name}: squared distances "
-                f"would overflow (largest squared norm {float(np.max(engine.x_sq)):.3g}, limit "
-                f"{limit:.3g}). Rescale the data, for example with StandardScaler."
+                f"would overflow (largest squared norm {largest:.3g}, limit {limit:.3g}). "
+                "Rescale the data, for example with StandardScaler."
             )
         return engine
 
