@@ -3,10 +3,12 @@
 import multiprocessing
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from numba import njit
 from threadpoolctl import threadpool_limits
 
 from softkmeans._backends import _numba, get_engine, resolve_backend
@@ -17,8 +19,15 @@ from softkmeans._backends._numba_rows import (
     exp_nonpositive,
     exp_nonpositive32,
 )
+from softkmeans._backends._numba_transpose import transpose_rows
 from softkmeans._backends._numpy import NumpyEngine
 from softkmeans._core.responsibilities import RelaxationSpec
+
+
+@njit
+def _transpose(X, start, out):
+    transpose_rows(X, start, out)  # compiled without a Python wrapper: called from here
+
 
 N_CLUSTERS = 7
 N_SAMPLES = 2 * chunk_rows(N_CLUSTERS) + 90  # three chunks, the last one partial
@@ -109,20 +118,60 @@ def test_many_clusters_match_oracle(dtype, spec):
     _assert_stats_close(got, want, RTOL[dtype])
 
 
-@pytest.mark.parametrize("sigma", [2.0, 8.0])
+BLOCK_SPECS = {
+    "hard": RelaxationSpec("hard"),
+    "softmax-2": RelaxationSpec("softmax", 2.0),
+    "softmax-8": RelaxationSpec("softmax", 8.0),
+    "entmax-1.5": RelaxationSpec("entmax", 2.0, 1.5),
+}
+
+
+@pytest.mark.parametrize("blocked", [True, False], ids=["blocked", "whole"])
+@pytest.mark.parametrize("spec", BLOCK_SPECS.values(), ids=BLOCK_SPECS.keys())
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_dense_softmax_product_in_centroid_blocks(dtype, sigma):
-    """64 features, 70 centroids: the second product of a dense chunk runs in 3 blocks."""
+def test_products_by_centroid_blocks_match_oracle(dtype, spec, blocked, monkeypatch):
+    """37 features, 70 centroids: both products in 2 blocks, transposed tiles and their edges.
+
+    37 features and the last chunk's 90 rows are not multiples of a tile (16
+    float32 or 8 float64 lanes), so the transpose's edge loops run too.
+    """
+    monkeypatch.setattr(_numba, "blocked_products", lambda: blocked)
     rng = np.random.RandomState(3)
-    n_clusters, n_features = 70, 64
-    assert product_block(chunk_rows(n_clusters), n_features) < n_clusters // 2
+    n_clusters, n_features = 70, 37
+    assert 1 < n_clusters / product_block(chunk_rows(n_clusters), n_features) <= 2
     X = rng.normal(size=(N_SAMPLES, n_features)).astype(dtype)
     weights = rng.uniform(0.5, 2.0, size=N_SAMPLES)
     init = X[::N_SAMPLES // n_clusters][:n_clusters].astype(np.float64)
-    spec = RelaxationSpec("softmax", sigma)
     got = NumbaEngine(X, weights).estep(init, spec)
     want = NumpyEngine(X, weights).estep(init, spec)
     _assert_stats_close(got, want, RTOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n_features", [1, 8, 16, 37])
+def test_transpose_rows_is_exact(dtype, n_features):
+    X = np.random.RandomState(0).normal(size=(300, n_features)).astype(dtype)
+    X.flags.writeable = False  # read-only input data is fine
+    for start, rows in ((0, 256), (7, 33), (290, 10), (3, 5)):
+        out = np.empty((n_features, rows), dtype)
+        _transpose(X, start, out)
+        np.testing.assert_array_equal(out, X[start:start + rows].T)
+
+
+def test_blocked_products_follow_the_openblas_core(monkeypatch):
+    info = [{"user_api": "blas", "internal_api": "openblas", "architecture": "SkylakeX"}]
+    monkeypatch.setattr(_numba, "_controller", SimpleNamespace(info=lambda: info))
+    _numba.blocked_products.cache_clear()
+    try:
+        assert _numba.blocked_products()
+        info[0]["architecture"] = "Haswell"
+        _numba.blocked_products.cache_clear()
+        assert not _numba.blocked_products()
+        info[0].update(internal_api="mkl", architecture="SkylakeX")
+        _numba.blocked_products.cache_clear()
+        assert not _numba.blocked_products()
+    finally:
+        _numba.blocked_products.cache_clear()
 
 
 def test_with_sums_false_gives_zero_sums():

@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 
 import numba
 import numpy as np
@@ -45,7 +46,8 @@ from ._numba_rows import KINDS
 from ._numpy import NumpyEngine, _row_sq_norms
 from ._stats import PassStats
 
-__all__ = ["NumbaEngine", "compile_kernels", "effective_n_threads", "run_threads"]
+__all__ = ["NumbaEngine", "blocked_products", "compile_kernels", "effective_n_threads",
+           "run_threads"]
 
 _HARD = RelaxationSpec("hard")
 #: A pass gets one more thread per this many multiply-adds of its distance computation;
@@ -53,6 +55,8 @@ _HARD = RelaxationSpec("hard")
 WORK_PER_THREAD = 1 << 22
 _NO_OUT = np.empty((0, 0))
 _controller = None
+#: OpenBLAS core types (``threadpoolctl``'s ``architecture``) with small-matrix GEMM kernels.
+SMALL_KERNEL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
 
 
 def effective_n_threads(n_threads=None):
@@ -79,10 +83,34 @@ def effective_n_threads(n_threads=None):
 def _blas_controller():
     global _controller
     if _controller is None:
+        import scipy.linalg.cython_blas  # noqa: F401  (numba's BLAS: loaded before the listing)
         from threadpoolctl import ThreadpoolController
 
         _controller = ThreadpoolController()
     return _controller
+
+
+@lru_cache(maxsize=1)
+def blocked_products():
+    """Whether dense passes compute their products by blocks of centroids.
+
+    True when every BLAS library loaded is an OpenBLAS running kernels of
+    :data:`SMALL_KERNEL_CORES` (as ``threadpoolctl`` reports it; the
+    ``OPENBLAS_CORETYPE`` variable changes it). Their small-matrix kernels
+    multiply blocks of a few dozen centroids without packing, faster than
+    one call for all centroids; other kernels (OpenBLAS's Haswell and Zen
+    ones, measured) are slower by blocks. See :mod:`._numba_kernels`.
+
+    Returns
+    -------
+    bool
+    """
+    libraries = [info for info in _blas_controller().info() if info["user_api"] == "blas"]
+    return bool(libraries) and all(
+        info["internal_api"] == "openblas"
+        and str(info.get("architecture", "")).lower() in SMALL_KERNEL_CORES
+        for info in libraries
+    )
 
 
 def _forget_pool():
@@ -182,7 +210,7 @@ class NumbaEngine(NumpyEngine):
                                  self.sample_weight, self.x_sq, centers_t, c_sq, kind, tau, *rest)
         else:
             shares = run_threads(dense_pass, n_threads, X, self.sample_weight, self.x_sq,
-                                 centers.astype(X.dtype), c_sq, kind, tau,
+                                 centers.astype(X.dtype), c_sq, blocked_products(), kind, tau,
                                  bounded_inverse(tau, X.dtype), *rest)
         sums, masses, scalars = (sum(parts) for parts in zip(*shares, strict=True))
         return sums, masses, scalars, labels, margins, dmin
