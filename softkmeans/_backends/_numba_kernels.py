@@ -20,12 +20,12 @@ Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
 2. a softmax chunk whose rows are mostly not one-hot is finished densely: its
    weights ``E`` overwrite ``u`` with one exp per entry (pruned entries set to
    0), ``sums += E (s * X_chunk)`` is one more GEMM (by blocks of centroids
-   with ``blocked_products``) and ``masses += E s`` a
-   GEMV, ``s`` holding each row's weight over its normalizer (a row-by-row
-   visit of the candidates would read the centroid-major values across cache
-   lines, which costs more than the exps it saves). With d = 64 this
-   iteration costs two GEMMs, so it cannot be cheaper than about 1.2 Lloyd
-   iterations of scikit-learn (one GEMM and an argmin);
+   with ``blocked_products``) and ``masses += E s`` a GEMV, ``s`` holding
+   each row's weight over its normalizer (a row-by-row visit of the
+   candidates would read the centroid-major values across cache lines, which
+   costs more than the exps it saves). With d = 64 this iteration costs two
+   GEMMs, about one Lloyd iteration of scikit-learn (one GEMM and an argmin)
+   with ``blocked_products``, and the exps and the row loop on top;
 3. otherwise each row is finished on its own: a one-hot row (Lloyd's, or an
    identified entmax or softmax row) adds ``x_i`` to one centroid's sums (in a
    loop of its own when the whole chunk is one-hot), and only the other rows
