@@ -18,6 +18,7 @@ from softkmeans._backends._numba_rows import (
     SOFTMAX_SKIP_EPS,
     exp_nonpositive,
     exp_nonpositive32,
+    log1p_nonnegative,
 )
 from softkmeans._backends._numba_transpose import transpose_rows
 from softkmeans._backends._numpy import NumpyEngine
@@ -245,6 +246,15 @@ def test_exp_matches_numpy_down_to_underflow():
     np.testing.assert_allclose(got[normal], want[normal], rtol=3e-16)
     np.testing.assert_allclose(got[~normal], want[~normal], rtol=0, atol=2e-323)
     assert got[-1] == 0.0 and got[-4] == 1.0
+
+
+def test_log1p_matches_numpy_from_subnormals_to_huge():
+    x = np.concatenate([np.geomspace(5e-324, 1e300, 6000), np.linspace(0.0, 3.0, 3001),
+                        [np.sqrt(0.5) - 1e-16, np.sqrt(2.0) - 1.0, 1.7e308]])
+    got = np.array([log1p_nonnegative(v) for v in x])
+    want = np.log1p(x)
+    np.testing.assert_allclose(got[x > 0], want[x > 0], rtol=3e-16)
+    assert got[x == 0].tolist() == [0.0]
 
 
 def test_float32_exp_within_two_ulps_on_the_kept_range():

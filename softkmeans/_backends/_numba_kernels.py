@@ -53,7 +53,6 @@ first fit's compilation from about 10 s to about 7 s here (CSR: 5 s to
 3.5-4 s); the functions only kernels call have no Python wrappers.
 """
 
-import math
 
 import numpy as np
 from numba import njit
@@ -65,6 +64,7 @@ from ._numba_rows import (
     exp_as,
     exp_nonpositive,
     is_hard_row,
+    log1p_nonnegative,
     row_given_nearest,
     row_responsibilities,
     softmax_floor,
@@ -229,10 +229,24 @@ def _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sum
     scalars[1] += objective
 
 
+@njit(**_INNER, error_model="numpy")  # no zero-division checks: the loop vectorizes
+def _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale):
+    """Each row's ``s_r = exp(-(second_r - dmin_r) / tau)``, gap and product scale.
+
+    With ``S_r = s_r others_r`` (``others`` as in :func:`_dense_softmax_chunk`):
+    ``ratio = s``, ``row_gap = tau log1p(S)`` and ``scale = w s / (1 + S)``; ``tau > 0``.
+    """
+    for r in range(rows):
+        q = exp_nonpositive(-(second[r] - first[r]) / tau)
+        rest = q * others[r]
+        ratio[r] = q
+        row_gap[r] = tau * log1p_nonnegative(rest)
+        scale[r] = w[r] * q / (1.0 + rest)
+
+
 @njit(**_INNER)
-def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with_sums, out_mode,
-                         out, labels, dmin, start, E, u_near, Xs, mass_buf, step, block, sums,
-                         masses, scalars):
+def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, out, labels, dmin,
+                         start, E, u_near, Xs, mass_buf, step, block, sums, masses, scalars):
     """Finish a chunk whose rows are mostly soft: one exp per entry, a GEMM and a GEMV.
 
     ``E`` holds the chunk's shifted distances ``u`` and is overwritten with
@@ -261,6 +275,7 @@ def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with
     n_features = Xc.shape[1]
     dtype = E.dtype.type
     zero = dtype(0.0)
+    first, second, others, ratio, row_gap = near[0], near[1], near[2], near[3], near[4]
     top, floor, partial = u_near[1], u_near[2], u_near[3]
     for r in range(rows):
         floor[r] = dtype(softmax_floor(first[r], second[r], tau))
@@ -283,26 +298,24 @@ def _dense_softmax_chunk(Xc, w, first, second, others, label, tau, inv_tau, with
             for r in range(rows):
                 others[r] += E[j, r]
     scale = u_near[0]
+    _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale)
     for r in range(rows):
         i = start + r
-        ratio = exp_nonpositive(-(second[r] - first[r]) / tau)
-        rest = ratio * others[r]
-        total = 1.0 + rest
-        gap = tau * math.log1p(rest)
+        total = 1.0 + ratio[r] * others[r]
+        gap = row_gap[r]
         labels[i] = label[r]
         dmin[i] = first[r]
         scalars[0] += w[r] * (first[r] - gap)
         scalars[1] += w[r] * first[r]
         scalars[2] += w[r] * gap
-        scale[r] = w[r] * ratio / total
         if out_mode == OUT_RESP:
             for j in range(k):
-                out[i, j] = E[j, r] * (ratio / total)
+                out[i, j] = E[j, r] * (ratio[r] / total)
             out[i, label[r]] = 1.0 / total
         elif out_mode == OUT_GAP:
             out[i, 0] = gap
-        if ratio >= LEAD_IN_PRODUCT_MIN:
-            E[label[r], r] = dtype(1.0 / ratio)
+        if ratio[r] >= LEAD_IN_PRODUCT_MIN:
+            E[label[r], r] = dtype(1.0 / ratio[r])
         else:
             lead = w[r] / total
             masses[label[r]] += lead
@@ -342,7 +355,7 @@ def dense_pass(X, weights, x_sq, centers, c_sq, blocked_products, kind, tau, inv
     c_sq_x = c_sq.astype(X.dtype)
     cross = np.empty(k * chunk, X.dtype)
     transposed = np.empty(n_features * chunk if blocked_products else 0, X.dtype)
-    near = np.empty((3, chunk))
+    near = np.empty((5, chunk))  # first, second, others, ratio, row gap
     first, second = near[0], near[1]
     u_near = np.empty((4, chunk), X.dtype)
     scaled_x = np.empty((chunk, n_features), X.dtype)
@@ -376,9 +389,9 @@ def dense_pass(X, weights, x_sq, centers, c_sq, blocked_products, kind, tau, inv
         for r in range(rows):
             one_hot += is_hard_row(kind, first[r], second[r], tau, alpha)
         if kind == SOFTMAX and (rows - one_hot) * DENSE_FRACTION > rows:
-            _dense_softmax_chunk(Xc, weights[start:stop], first, second, near[2], label, tau,
-                                 inv_tau, with_sums, out_mode, out, labels, dmin, start, U, u_near,
-                                 scaled_x, mass_buf, step, block, sums, masses, scalars)
+            _dense_softmax_chunk(Xc, weights[start:stop], near, label, tau, inv_tau, with_sums,
+                                 out_mode, out, labels, dmin, start, U, u_near, scaled_x, mass_buf,
+                                 step, block, sums, masses, scalars)
             continue
         if one_hot == rows and out_mode == OUT_NONE:
             _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sums, masses,
