@@ -267,13 +267,12 @@ def _softmax(d, label, dmin, second, tau, idx, val):
 
 
 @njit(**_INNER)
-def _sort_descending(u, out):
-    """``out[:m] = u`` sorted in decreasing order (Shell sort, gaps 1, 4, 13, 40, ...).
+def _sort_descending(u, m, out):
+    """``out[:m] = u[:m]`` sorted in decreasing order (Shell sort, gaps 1, 4, 13, 40, ...).
 
     Written out rather than ``np.sort``: it is as fast on the few candidates
     of an entmax row and compiles in a fraction of the time.
     """
-    m = u.shape[0]
     for q in range(m):
         out[q] = u[q]
     gap = 1
@@ -302,15 +301,14 @@ def _sorted_candidate(s, power_two, csum, csum_sq):
 
 
 @njit(**_INNER)
-def _threshold_sorted(u, power_two, work):
-    """Exact entmax threshold for alpha = 1.5 (``power_two``) or 2 from the candidates ``u``.
+def _threshold_sorted(u, m, power_two, work):
+    """Exact entmax threshold for alpha = 1.5 (``power_two``) or 2 from the candidates ``u[:m]``.
 
     As in the oracle, the support size is the number of sizes ``s`` whose
     candidate threshold lies below the ``s``-th largest value.
     """
-    m = u.shape[0]
-    srt = work[:m]
-    _sort_descending(u, srt)
+    srt = work  # sorted into its first m entries
+    _sort_descending(u, m, srt)
     csum = csum_sq = 0.0
     support = 0
     for s in range(m):
@@ -327,15 +325,32 @@ def _threshold_sorted(u, power_two, work):
 
 
 @njit(**_INNER)
-def _threshold_bisection(u, exponent, n_clusters):
+def _power(x, p):
+    """``x ** p`` for ``x >= 0``: multiplications for the powers of alpha = 1.5 and 2.
+
+    libm's ``pow`` costs tens of nanoseconds, several times an entmax row's
+    other work at a few candidates; ``p`` is one of 2, 1 (``1 / (alpha - 1)``)
+    and 1.5, 2 (``alpha``) for those ``alpha``.
+    """
+    if p == 2.0:
+        return x * x
+    if p == 1.0:
+        return x
+    if p == 1.5:
+        return x * math.sqrt(x)
+    return x**p
+
+
+@njit(**_INNER)
+def _threshold_bisection(u, m, exponent, n_clusters):
     """Entmax threshold by 80 halvings, with the oracle's bracket ``[-1, -(1/k)^(alpha-1)]``."""
     lo = -1.0
     hi = -((1.0 / n_clusters) ** (1.0 / exponent))
     for _ in range(80):
         mid = 0.5 * (lo + hi)
         mass = 0.0
-        for q in range(u.shape[0]):
-            mass += max(u[q] - mid, 0.0) ** exponent
+        for q in range(m):
+            mass += _power(max(u[q] - mid, 0.0), exponent)
         if mass >= 1.0:
             lo = mid
         else:
@@ -353,15 +368,15 @@ def _entmax(d, label, dmin, second, tau, alpha, idx, val, work):
             idx[m] = j
             val[m] = -(alpha - 1.0) * (d[j] - dmin) / tau
             m += 1
-    u = val[:m]
+    u = val  # the candidates' scores, its first m entries: no view (a reference count per row)
     exponent = 1.0 / (alpha - 1.0)
     if alpha == 1.5 or alpha == 2.0:
-        t = _threshold_sorted(u, alpha == 1.5, work)
+        t = _threshold_sorted(u, m, alpha == 1.5, work)
     else:
-        t = _threshold_bisection(u, exponent, d.shape[0])
+        t = _threshold_bisection(u, m, exponent, d.shape[0])
     total = 0.0
     for q in range(m):
-        val[q] = max(u[q] - t, 0.0) ** exponent
+        val[q] = _power(max(u[q] - t, 0.0), exponent)
         total += val[q]
     power_sum = 0.0
     excess = 0.0
@@ -369,7 +384,7 @@ def _entmax(d, label, dmin, second, tau, alpha, idx, val, work):
     for q in range(m):
         r = val[q] / total
         if r > 0.0:
-            power_sum += r**alpha
+            power_sum += _power(r, alpha)
             excess += r * (d[idx[q]] - dmin)
             idx[kept] = idx[q]
             val[kept] = r
