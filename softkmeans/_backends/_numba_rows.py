@@ -362,7 +362,7 @@ def _threshold_bisection(u, m, exponent, n_clusters):
 def _entmax(d, label, dmin, second, tau, alpha, idx, val, work):
     """Entmax-alpha responsibilities on the support window; returns (m, row_gap)."""
     width = tau / (alpha - 1.0)
-    m = 0
+    m = np.intp(0)  # not the literal 0, for which numba would compile the callees once more
     for j in range(d.shape[0]):
         if d[j] - dmin < width:
             idx[m] = j
