@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from softkmeans._backends import _numba, get_engine, resolve_backend
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
-from softkmeans._backends._numba_kernels import chunk_rows, product_block
+from softkmeans._backends._numba_kernels import chunk_rows, csr_pass, dense_pass, product_block
 from softkmeans._backends._numba_rows import (
     SOFTMAX_SKIP_EPS,
     exp_nonpositive,
@@ -173,6 +173,20 @@ def test_blocked_products_follow_the_openblas_core(monkeypatch):
         assert not _numba.blocked_products()
     finally:
         _numba.blocked_products.cache_clear()
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_kernels_get_read_only_inputs_whatever_the_callers_flags(sparse):
+    """A read-only X or sample_weight must not compile the pass kernels a second time."""
+    X, weights, init = _data(np.float32, sparse)
+    arrays = (X.data, X.indices, X.indptr) if sparse else (X,)
+    for writeable in (True, False):
+        for a in (*arrays, weights):
+            a.flags.writeable = writeable
+        NumbaEngine(X, weights).estep(init, SPECS["softmax"])
+    kernel, inputs = (csr_pass, (0, 1, 2, 4)) if sparse else (dense_pass, (0, 1))
+    assert kernel.signatures
+    assert not any(signature[i].mutable for signature in kernel.signatures for i in inputs)
 
 
 def test_with_sums_false_gives_zero_sums():

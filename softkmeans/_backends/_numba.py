@@ -113,6 +113,18 @@ def blocked_products():
     )
 
 
+def _read_only(array):
+    """A read-only view of ``array``.
+
+    numba types a read-only array apart from a writable one and would compile
+    every pass kernel (seconds) once more for it; the kernels only read their
+    inputs, so they always get read-only views and one compilation serves both.
+    """
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
 def _forget_pool():
     global _pool, _pool_size, _pool_lock
     _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
@@ -177,14 +189,15 @@ class NumbaEngine(NumpyEngine):
         if sp.issparse(X):
             X = sp.csr_matrix(X)
             x_sq = _row_sq_norms(X)
+            self._csr_arrays = tuple(_read_only(a) for a in (X.data, X.indices, X.indptr))
         else:
             if X.dtype not in (np.float32, np.float64):
                 X = np.asarray(X, dtype=np.float64)
-            X = np.ascontiguousarray(X)
+            X = _read_only(np.ascontiguousarray(X))
             x_sq = np.empty(X.shape[0])  # no float64 copy of X
             run_threads(dense_row_sq_norms, effective_n_threads(n_threads), X, x_sq)
         self.X = X
-        self.sample_weight = (
+        self.sample_weight = _read_only(
             np.ones(X.shape[0]) if sample_weight is None
             else np.asarray(sample_weight, dtype=np.float64)
         )
@@ -206,7 +219,7 @@ class NumbaEngine(NumpyEngine):
         rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin)
         if sp.issparse(X):
             centers_t = np.ascontiguousarray(centers.T)
-            shares = run_threads(csr_pass, n_threads, X.data, X.indices, X.indptr, X.shape[1],
+            shares = run_threads(csr_pass, n_threads, *self._csr_arrays, X.shape[1],
                                  self.sample_weight, self.x_sq, centers_t, c_sq, kind, tau, *rest)
         else:
             shares = run_threads(dense_pass, n_threads, X, self.sample_weight, self.x_sq,
