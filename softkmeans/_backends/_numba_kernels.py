@@ -10,8 +10,9 @@ it (``out_mode``).
 Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
 
 1. the cross term ``C X_chunk^T`` is one GEMM (BLAS at one thread, as in
-   scikit-learn's Lloyd kernel), or with ``blocked_products`` one GEMM per
-   block of :func:`product_block` centroids on the chunk transposed by
+   scikit-learn's Lloyd kernel), or with ``blocked_products`` and at least a
+   tile of features (16 float32, 8 float64) one GEMM per block of
+   :func:`product_block` centroids on the chunk transposed by
    :func:`._numba_transpose.transpose_rows`, laid out centroid-major and turned
    in place into ``u = ||c||^2 - 2 x.c`` (the squared distances less ``||x||^2``, in the
    dtype of X), so that the nearest and second nearest centroid of every row
@@ -42,7 +43,9 @@ transpose and the blocked cross term cost 0.145 us per row against 0.172 for
 one GEMM on ``X_chunk^T``, and the blocked second product 0.116 against 0.165
 (measured). Without such kernels the blocks only cost more calls: the
 second product by blocks of 32 centroids took 0.26 us per row with OpenBLAS's
-Haswell kernels.
+Haswell kernels. With fewer features than a tile the transpose is element by
+element and costs more than it saves (the hard path at ``d = 8``, ``k = 5``:
+1.67 of scikit-learn's iteration against 1.30 for one GEMM on ``X_chunk^T``).
 
 Compilation: numba compiles every jitted function with all of its callees
 linked in and optimizes and translates that whole tree again, so each level
@@ -69,7 +72,7 @@ from ._numba_rows import (
     row_responsibilities,
     softmax_floor,
 )
-from ._numba_transpose import transpose_rows
+from ._numba_transpose import TILE_BYTES, transpose_rows
 
 __all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "OUT_NONE", "OUT_RESP",
            "OUT_DIST", "OUT_GAP", "SMALL_PRODUCT", "bounded_inverse", "chunk_rows", "product_block",
@@ -354,7 +357,8 @@ def dense_pass(X, weights, x_sq, centers, c_sq, blocked_products, kind, tau, inv
     sums, masses, scalars = _statistics(k, n_features)
     c_sq_x = c_sq.astype(X.dtype)
     cross = np.empty(k * chunk, X.dtype)
-    transposed = np.empty(n_features * chunk if blocked_products else 0, X.dtype)
+    transposes = blocked_products and n_features >= TILE_BYTES // X.itemsize
+    transposed = np.empty(n_features * chunk if transposes else 0, X.dtype)
     near = np.empty((5, chunk))  # first, second, others, ratio, row gap
     first, second = near[0], near[1]
     u_near = np.empty((4, chunk), X.dtype)
@@ -375,7 +379,7 @@ def dense_pass(X, weights, x_sq, centers, c_sq, blocked_products, kind, tau, inv
         xc_sq = x_sq[start:stop]
         U = cross[:k * rows].reshape((k, rows))
         step = product_block(rows, n_features) if blocked_products else k
-        if blocked_products:
+        if transposes:
             Xt = transposed[:n_features * rows].reshape((n_features, rows))
             transpose_rows(X, start, Xt)
             for j0 in range(0, k, step):
