@@ -27,10 +27,10 @@ Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
    costs more than the exps it saves). With d = 64 this iteration costs two
    GEMMs, about one Lloyd iteration of scikit-learn (one GEMM and an argmin)
    with ``blocked_products``, and the exps and the row loop on top;
-3. otherwise each row is finished on its own: a one-hot row (Lloyd's, or an
-   identified entmax or softmax row) adds ``x_i`` to one centroid's sums (in a
-   loop of its own when the whole chunk is one-hot), and only the other rows
-   visit their candidate centroids (:mod:`._numba_rows`).
+3. otherwise the one-hot rows (Lloyd's, or identified entmax or softmax rows)
+   add ``x_i`` to one centroid's sums in one loop, and the other rows visit
+   their candidate centroids one by one (:mod:`._numba_rows`); passes that
+   write per-row outputs take every row one by one.
 
 CSR X is processed row by row with float64 products.
 
@@ -213,11 +213,13 @@ def _shifted_distances_and_nearest(U, x_sq, c_sq, u_near, first, second, label):
 
 
 @njit(**_INNER)
-def _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sums, masses,
+def _one_hot_rows(Xc, weights, first, label, hard, with_sums, labels, dmin, start, sums, masses,
                   scalars):
-    """Lloyd's statistics of a chunk: each row adds itself to its nearest centroid."""
+    """Lloyd's statistics of a chunk's one-hot rows (``hard``): each adds itself to its nearest."""
     objective = 0.0
     for r in range(Xc.shape[0]):
+        if not hard[r]:
+            continue
         i = start + r
         j = label[r]
         w = weights[i]
@@ -364,6 +366,7 @@ def dense_pass(X, weights, x_sq, centers, c_sq, blocked_products, kind, tau, inv
     u_near = np.empty((4, chunk), X.dtype)
     scaled_x = np.empty((chunk, n_features), X.dtype)
     label = np.empty(chunk, np.intp)
+    hard = np.empty(chunk, np.bool_)
     row = np.empty(k)
     work = np.empty(k)
     idx = np.empty(k + 1, np.intp)
@@ -391,18 +394,22 @@ def dense_pass(X, weights, x_sq, centers, c_sq, blocked_products, kind, tau, inv
             margins[start + r] = second[r] - first[r] if k > 1 else 0.0
         one_hot = 0
         for r in range(rows):
-            one_hot += is_hard_row(kind, first[r], second[r], tau, alpha)
+            hard[r] = is_hard_row(kind, first[r], second[r], tau, alpha)
+            one_hot += hard[r]
         if kind == SOFTMAX and (rows - one_hot) * DENSE_FRACTION > rows:
             _dense_softmax_chunk(Xc, weights[start:stop], near, label, tau, inv_tau, with_sums,
                                  out_mode, out, labels, dmin, start, U, u_near, scaled_x, mass_buf,
                                  step, block, sums, masses, scalars)
             continue
-        if one_hot == rows and out_mode == OUT_NONE:
-            _one_hot_rows(Xc, weights, first, label, with_sums, labels, dmin, start, sums, masses,
-                          scalars)
-            continue
+        if out_mode == OUT_NONE:  # the one-hot rows in one loop, the others one by one below
+            _one_hot_rows(Xc, weights, first, label, hard, with_sums, labels, dmin, start, sums,
+                          masses, scalars)
+            if one_hot == rows:
+                continue
         # No array views are created per row below: each one costs an atomic reference count.
         for r in range(rows):
+            if out_mode == OUT_NONE and hard[r]:
+                continue
             i = start + r
             if out_mode == OUT_DIST:
                 for j in range(k):
