@@ -56,7 +56,6 @@ first fit's compilation from about 10 s to about 7 s here (CSR: 5 s to
 3.5-4 s); the functions only kernels call have no Python wrappers.
 """
 
-
 import numpy as np
 from numba import njit
 
@@ -268,10 +267,10 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
     With ``s_r = exp(-(second_r - dmin_r) / tau)`` (float64), a row's weights are 1
     for its nearest centroid and ``s_r E[j, r]`` for the others, so
     ``S_r = s_r sum_j E[j, r]`` keeps its relative precision however small it
-    is. The sums are one product ``E @ (scale * X_chunk)`` and the masses
-    one GEMV ``E @ scale``, with ``scale_r = w_r s_r / (1 + S_r)`` (the product by
-    blocks of ``step`` centroids), in which
-    the nearest centroid's entry is ``1 / s_r`` (a row whose ``s_r`` is below
+    is. The sums are one product ``E @ (scale * X_chunk)`` (by blocks of
+    ``step`` centroids) and the masses one GEMV ``E @ scale``, with
+    ``scale_r = w_r s_r / (1 + S_r)``, in which the nearest centroid's entry
+    is ``1 / s_r`` (a row whose ``s_r`` is below
     :data:`LEAD_IN_PRODUCT_MIN` adds that share on its own instead). The
     masses are not a column of the product: 65 columns cost about 10% more
     than 64 (measured), more than the GEMV.
