@@ -184,7 +184,7 @@ def test_kernels_get_read_only_inputs_whatever_the_callers_flags(sparse):
         for a in (*arrays, weights):
             a.flags.writeable = writeable
         NumbaEngine(X, weights).estep(init, SPECS["softmax"])
-    kernel, inputs = (csr_pass, (0, 1, 2, 4)) if sparse else (dense_pass, (0, 1))
+    kernel, inputs = (csr_pass, (0, 1, 2, 3)) if sparse else (dense_pass, (0, 1))
     assert kernel.signatures
     assert not any(signature[i].mutable for signature in kernel.signatures for i in inputs)
 

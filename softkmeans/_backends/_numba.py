@@ -38,9 +38,11 @@ from ._numba_kernels import (
     OUT_NONE,
     OUT_RESP,
     bounded_inverse,
+    chunk_rows,
     csr_pass,
     dense_pass,
     dense_row_sq_norms,
+    pass_layout,
 )
 from ._numba_rows import KINDS
 from ._numpy import NumpyEngine, _row_sq_norms
@@ -53,6 +55,8 @@ _HARD = RelaxationSpec("hard")
 #: A pass gets one more thread per this many multiply-adds of its distance computation;
 #: below it, waking a thread costs more than it saves.
 WORK_PER_THREAD = 1 << 22
+#: float64 values between the accumulators of two threads: 128 bytes, two cache lines.
+ACCUMULATOR_GAP = 16
 _NO_OUT = np.empty((0, 0))
 _controller = None
 #: OpenBLAS core types (``threadpoolctl``'s ``architecture``) with small-matrix GEMM kernels.
@@ -111,6 +115,19 @@ def blocked_products():
         and str(info.get("architecture", "")).lower() in SMALL_KERNEL_CORES
         for info in libraries
     )
+
+
+def _accumulators(n_threads, n_clusters, n_features):
+    """Zeroed sums, masses and scalars (objective, inertia, gap) of each thread of a pass.
+
+    Thread ``t`` adds into ``sums[t, :n_clusters]``, ``masses[t, :n_clusters]``
+    and ``scalars[t, :3]``; the padding after each keeps every two threads'
+    entries :data:`ACCUMULATOR_GAP` float64 values apart, on different cache
+    lines (threads writing one line in turn slow each other down).
+    """
+    gap = ACCUMULATOR_GAP
+    return (np.zeros((n_threads, n_clusters + -(-gap // n_features), n_features)),
+            np.zeros((n_threads, n_clusters + gap)), np.zeros((n_threads, 3 + gap)))
 
 
 def _read_only(array):
@@ -215,17 +232,22 @@ class NumbaEngine(NumpyEngine):
         dmin = np.empty(n)
         work = (X.nnz if sp.issparse(X) else X.size) * centers.shape[0]
         n_threads = min(effective_n_threads(self.n_threads), 1 + work // WORK_PER_THREAD)
+        k, n_features = centers.shape
+        sums, masses, scalars = _accumulators(n_threads, k, n_features)
         kind, tau = KINDS[spec.kind], spec.tau
-        rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin)
+        rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, sums, masses,
+                scalars)
         if sp.issparse(X):
             centers_t = np.ascontiguousarray(centers.T)
-            shares = run_threads(csr_pass, n_threads, *self._csr_arrays, X.shape[1],
-                                 self.sample_weight, self.x_sq, centers_t, c_sq, kind, tau, *rest)
+            run_threads(csr_pass, n_threads, *self._csr_arrays, self.sample_weight, self.x_sq,
+                        centers_t, c_sq, chunk_rows(k), kind, tau, *rest)
         else:
-            shares = run_threads(dense_pass, n_threads, X, self.sample_weight, self.x_sq,
-                                 centers.astype(X.dtype), c_sq, blocked_products(), kind, tau,
-                                 bounded_inverse(tau, X.dtype), *rest)
-        sums, masses, scalars = (sum(parts) for parts in zip(*shares, strict=True))
+            layout = pass_layout(k, n_features, X.dtype, blocked_products())
+            run_threads(dense_pass, n_threads, X, self.sample_weight, self.x_sq,
+                        centers.astype(X.dtype), c_sq, *layout, kind, tau,
+                        bounded_inverse(tau, X.dtype), *rest)
+        sums, masses, scalars = (a[:, :size].sum(axis=0) for a, size in
+                                 ((sums, k), (masses, k), (scalars, 3)))
         return sums, masses, scalars, labels, margins, dmin
 
     def estep(self, centers, spec, with_sums=True):

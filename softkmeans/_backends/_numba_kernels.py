@@ -1,9 +1,10 @@
 """Parallel passes of the numba engine over dense and CSR data.
 
 One pass walks over the rows of X in chunks: each kernel call is one
-thread's share (every ``n_threads``-th chunk), adds its rows' statistics into
-buffers of its own and returns them; the caller runs the shares on threads
-(the kernels release the GIL) and reduces them. Nothing of size
+thread's share (every ``n_threads``-th chunk) and adds its rows' statistics
+into accumulators the caller allocated for that thread; the caller runs the
+shares on threads (the kernels release the GIL) and reduces the accumulators.
+Chunk sizes and product blocks are chosen by the caller (:func:`pass_layout`). Nothing of size
 ``n_samples x n_clusters`` is allocated unless the caller passes an output for
 it (``out_mode``).
 
@@ -75,7 +76,7 @@ from ._numba_transpose import TILE_BYTES, transpose_rows
 
 __all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "OUT_NONE", "OUT_RESP",
            "OUT_DIST", "OUT_GAP", "SMALL_PRODUCT", "bounded_inverse", "chunk_rows", "product_block",
-           "dense_pass", "csr_pass", "dense_row_sq_norms"]
+           "pass_layout", "dense_pass", "csr_pass", "dense_row_sq_norms"]
 
 #: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
 DENSE_FRACTION = 4
@@ -111,7 +112,6 @@ SMALL_PRODUCT = 1 << 19
 SUM_BLOCK = 64
 
 
-@njit(**_JIT)
 def chunk_rows(n_clusters):
     """Rows per chunk: 256, fewer for many centroids (32 at least), a multiple of 16.
 
@@ -122,7 +122,6 @@ def chunk_rows(n_clusters):
     return max(32, min(256, (1 << 18) // max(n_clusters, 1)) // 16 * 16)
 
 
-@njit(**_JIT)
 def product_block(rows, n_features):
     """Centroids per call of a blocked product (16 at least, a multiple of 16).
 
@@ -135,10 +134,20 @@ def product_block(rows, n_features):
     return max(16, SMALL_PRODUCT // (n_features * rows) // 16 * 16)
 
 
-@njit(**_INNER)
-def _statistics(n_clusters, n_features):
-    """One thread's accumulators: sums, masses, (objective, inertia, gap)."""
-    return np.zeros((n_clusters, n_features)), np.zeros(n_clusters), np.zeros(3)
+def pass_layout(n_clusters, n_features, dtype, blocked_products):
+    """How a dense pass splits its work: ``(chunk, step, transposes)``.
+
+    ``chunk`` rows per chunk (:func:`chunk_rows`); products by blocks of
+    ``step`` centroids (:func:`product_block` with ``blocked_products``,
+    otherwise all ``n_clusters`` in one call); the cross term on the
+    transposed chunk (``transposes``) with ``blocked_products`` and at least
+    a tile of features (16 float32, 8 float64).
+    """
+    chunk = chunk_rows(n_clusters)
+    if not blocked_products:
+        return chunk, n_clusters, False
+    return (chunk, product_block(chunk, n_features),
+            n_features >= TILE_BYTES // np.dtype(dtype).itemsize)
 
 
 @njit(**_INNER)
@@ -341,24 +350,27 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
 
 
 @njit(**_JIT)
-def dense_pass(X, weights, x_sq, centers, c_sq, blocked_products, kind, tau, inv_tau, alpha,
-               with_sums, out_mode, out, labels, margins, dmin, thread, n_threads):
-    """Thread ``thread``'s share of a pass over dense ``X`` (C-contiguous): its statistics.
+def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, tau, inv_tau, alpha,
+               with_sums, out_mode, out, labels, margins, dmin, all_sums, all_masses, all_scalars,
+               thread, n_threads):
+    """Thread ``thread``'s share of a pass over dense ``X`` (C-contiguous).
 
-    The share is every ``n_threads``-th chunk from chunk ``thread``, each
-    finished as the module docstring describes; the per-row outputs are
-    written in place. ``centers`` (C-contiguous) is in the dtype of X;
-    ``c_sq`` holds the squared norms of the float64 centroids; ``inv_tau``
-    is :func:`bounded_inverse`; ``blocked_products`` selects the blocked
-    products of the module docstring.
+    The share is every ``n_threads``-th chunk of ``chunk`` rows from chunk
+    ``thread``, each finished as the module docstring describes; the per-row
+    outputs are written in place and the statistics added to the thread's
+    accumulators ``all_sums[thread, :k]``, ``all_masses[thread, :k]`` and
+    ``all_scalars[thread, :3]`` (objective, inertia, gap). ``centers``
+    (C-contiguous) is in the dtype of X; ``c_sq`` holds the squared norms of
+    the float64 centroids; ``inv_tau`` is :func:`bounded_inverse`. The
+    products run by blocks of ``step`` centroids (``k`` for one call each),
+    the cross term on the transposed chunk if ``transposes``: see
+    :func:`pass_layout`.
     """
     n, n_features = X.shape
     k = centers.shape[0]
-    chunk = chunk_rows(k)
-    sums, masses, scalars = _statistics(k, n_features)
+    sums, masses, scalars = all_sums[thread, :k], all_masses[thread, :k], all_scalars[thread]
     c_sq_x = c_sq.astype(X.dtype)
     cross = np.empty(k * chunk, X.dtype)
-    transposes = blocked_products and n_features >= TILE_BYTES // X.itemsize
     transposed = np.empty(n_features * chunk if transposes else 0, X.dtype)
     near = np.empty((5, chunk))  # first, second, others, ratio, row gap
     first, second = near[0], near[1]
@@ -380,7 +392,6 @@ def dense_pass(X, weights, x_sq, centers, c_sq, blocked_products, kind, tau, inv
         Xc = X[start:stop]
         xc_sq = x_sq[start:stop]
         U = cross[:k * rows].reshape((k, rows))
-        step = product_block(rows, n_features) if blocked_products else k
         if transposes:
             Xt = transposed[:n_features * rows].reshape((n_features, rows))
             transpose_rows(X, start, Xt)
@@ -428,7 +439,6 @@ def dense_pass(X, weights, x_sq, centers, c_sq, blocked_products, kind, tau, inv
             if with_sums:
                 for q in range(m):
                     _axpy(w * val[q], X, i, sums, idx[q])
-    return sums, masses, scalars
 
 
 @njit(**_JIT)
@@ -444,21 +454,22 @@ def dense_row_sq_norms(X, out, thread, n_threads):
 
 
 @njit(**_JIT)
-def csr_pass(data, indices, indptr, n_features, weights, x_sq, centers_t, c_sq, kind, tau,
-             alpha, with_sums, out_mode, out, labels, margins, dmin, thread, n_threads):
+def csr_pass(data, indices, indptr, weights, x_sq, centers_t, c_sq, rows, kind, tau, alpha,
+             with_sums, out_mode, out, labels, margins, dmin, all_sums, all_masses, all_scalars,
+             thread, n_threads):
     """Thread ``thread``'s share of a pass over CSR ``(data, indices, indptr)``.
 
-    As :func:`dense_pass`, row by row; ``centers_t`` is ``C^T`` in float64
-    and products are accumulated in float64.
+    As :func:`dense_pass`, row by row, in chunks of ``rows`` rows;
+    ``centers_t`` is ``C^T`` in float64 and products are accumulated in
+    float64.
     """
     n = indptr.shape[0] - 1
     k = centers_t.shape[1]
-    sums, masses, scalars = _statistics(k, n_features)
+    sums, masses, scalars = all_sums[thread, :k], all_masses[thread, :k], all_scalars[thread]
     dist = np.empty(k)
     work = np.empty(k)
     idx = np.empty(k + 1, np.intp)
     val = np.empty(k + 1)
-    rows = chunk_rows(k)
     n_chunks = (n + rows - 1) // rows
     for c in range(thread, n_chunks, n_threads):
         for i in range(c * rows, min((c + 1) * rows, n)):
@@ -485,4 +496,3 @@ def csr_pass(data, indices, indptr, n_features, weights, x_sq, centers_t, c_sq, 
                     j = idx[q]
                     for p in range(indptr[i], indptr[i + 1]):
                         sums[j, indices[p]] += coef * data[p]
-    return sums, masses, scalars
