@@ -18,10 +18,20 @@ __all__ = ["NumpyEngine"]
 
 
 def _row_sq_norms(X):
+    """``||x_i||^2`` of every row, summed in float64 whatever the dtype of X.
+
+    Dense X is converted block by block (:func:`row_blocks`), so that no
+    float64 copy of the whole of X exists.
+    """
     if sp.issparse(X):
-        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
-    X64 = np.asarray(X, dtype=np.float64)
-    return np.einsum("ij,ij->i", X64, X64)
+        squares = np.square(X.data, dtype=np.float64)
+        return np.asarray(sp.csr_matrix((squares, X.indices, X.indptr), shape=X.shape)
+                          .sum(axis=1)).ravel()
+    out = np.empty(X.shape[0])
+    for rows in row_blocks(X.shape[0], X.shape[1]):
+        block = np.asarray(X[rows], dtype=np.float64)
+        np.einsum("ij,ij->i", block, block, out=out[rows])
+    return out
 
 
 class NumpyEngine:
