@@ -203,6 +203,35 @@ def test_row_norms_are_float64_sums_of_float32_data(engine, sparse):
     np.testing.assert_allclose(got, want, rtol=1e-14)
 
 
+def test_session_limits_blas_once_for_all_its_passes(monkeypatch):
+    """``with engine:`` holds BLAS at one thread for its passes and restores it on leaving."""
+    X, weights, init = _data(np.float32, False)
+    engine = NumbaEngine(X, weights)
+    controller = _numba._blas_controller()
+    limits = []
+
+    def limit(**kwargs):
+        limits.append(kwargs)
+        return controller.limit(**kwargs)
+
+    fake = SimpleNamespace(limit=limit, info=controller.info)
+    monkeypatch.setattr(_numba, "_blas_controller", lambda: fake)
+
+    def blas_threads():
+        return [lib.num_threads for lib in controller.select(user_api="blas").lib_controllers]
+
+    before = blas_threads()
+    with engine as session:
+        assert session is engine and set(blas_threads()) == {1}
+        inside = [engine.estep(init, SPECS[kind]) for kind in ("softmax", "entmax-1.5")]
+    assert limits == [{"limits": 1, "user_api": "blas"}]
+    assert blas_threads() == before
+    outside = [engine.estep(init, SPECS[kind]) for kind in ("softmax", "entmax-1.5")]
+    assert len(limits) == 3  # one per pass outside a session
+    for got, want in zip(inside, outside, strict=True):
+        _assert_stats_close(got, want, 0.0)
+
+
 def test_with_sums_false_gives_zero_sums():
     X, weights, init = _data(np.float64, False)
     stats = NumbaEngine(X, weights).estep(init, SPECS["softmax"], with_sums=False)

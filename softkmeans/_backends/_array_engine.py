@@ -30,6 +30,7 @@ import scipy.sparse
 from ._array_kernels import ArrayKernels
 from ._chunks import row_blocks
 from ._namespace import is_cupy_array, to_numpy
+from ._session import PassSession
 from ._stats import PassStats
 
 __all__ = ["ArrayEngine", "DEVICE_BLOCK_ELEMENTS"]
@@ -38,7 +39,7 @@ __all__ = ["ArrayEngine", "DEVICE_BLOCK_ELEMENTS"]
 DEVICE_BLOCK_ELEMENTS = 1 << 27
 
 
-class ArrayEngine:
+class ArrayEngine(PassSession):
     """Chunked passes of the device engine, here with numpy.
 
     Parameters

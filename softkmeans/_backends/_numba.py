@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from functools import lru_cache
 
 import numba
@@ -163,12 +164,13 @@ def _submit(kernel, n_threads, args):
         return [_pool.submit(kernel, *args, t, n_threads) for t in range(n_threads)]
 
 
-def run_threads(kernel, n_threads, *args):
+def run_threads(kernel, n_threads, *args, limit_blas=True):
     """``kernel(*args, thread, n_threads)`` for every thread, concurrently; their results.
 
-    BLAS is held to one thread meanwhile, as in scikit-learn's Lloyd kernel.
+    BLAS is held to one thread meanwhile, as in scikit-learn's Lloyd kernel
+    (``limit_blas=False``: the caller already holds it there).
     """
-    with _blas_controller().limit(limits=1, user_api="blas"):
+    with _blas_controller().limit(limits=1, user_api="blas") if limit_blas else nullcontext():
         if n_threads == 1:
             return [kernel(*args, 0, 1)]
         return [future.result() for future in _submit(kernel, n_threads, args)]
@@ -220,6 +222,19 @@ class NumbaEngine(NumpyEngine):
         )
         self.x_sq = x_sq
         self.n_threads = n_threads
+        self._blas_limit = None
+
+    def __enter__(self):
+        """Hold BLAS to one thread for every pass until the session ends (see PassSession)."""
+        if self._blas_limit is None:
+            self._blas_limit = _blas_controller().limit(limits=1, user_api="blas")
+        return self
+
+    def __exit__(self, *exc_info):
+        """Restore the BLAS thread counts found on entering; exceptions propagate."""
+        limit, self._blas_limit = self._blas_limit, None
+        if limit is not None:
+            limit.restore_original_limits()
 
     def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):
         """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin)."""
@@ -237,17 +252,19 @@ class NumbaEngine(NumpyEngine):
         kind, tau = KINDS[spec.kind], spec.tau
         rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, sums, masses,
                 scalars)
+        limit_blas = self._blas_limit is None
         if sp.issparse(X):
             centers_t = np.ascontiguousarray(centers.T)
             run_threads(csr_pass, n_threads, *self._csr_arrays, self.sample_weight, self.x_sq,
-                        centers_t, c_sq, chunk_rows(k), kind, tau, *rest)
+                        centers_t, c_sq, chunk_rows(k), kind, tau, *rest, limit_blas=limit_blas)
         else:
             layout = pass_layout(k, n_features, X.dtype, blocked_products())
             run_threads(dense_pass, n_threads, X, self.sample_weight, self.x_sq,
                         centers.astype(X.dtype), c_sq, *layout, kind, tau,
-                        bounded_inverse(tau, X.dtype), *rest)
-        sums, masses, scalars = (a[:, :size].sum(axis=0) for a, size in
-                                 ((sums, k), (masses, k), (scalars, 3)))
+                        bounded_inverse(tau, X.dtype), *rest, limit_blas=limit_blas)
+        parts = ((sums, k), (masses, k), (scalars, 3))
+        sums, masses, scalars = (a[0, :size] if n_threads == 1 else a[:, :size].sum(axis=0)
+                                 for a, size in parts)
         return sums, masses, scalars, labels, margins, dmin
 
     def estep(self, centers, spec, with_sums=True):

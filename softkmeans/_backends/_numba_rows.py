@@ -56,11 +56,11 @@ _C13, _C12, _C11, _C10, _C9, _C8, _C7, _C6, _C5, _C4, _C3, _C2, _C1, _C0 = (
 
 #: numba options of every kernel: cached on disk; ``contract`` lets LLVM fuse
 #: multiply-adds (it changes results by rounding only; no other fast-math flag is set,
-#: so inf, nan and underflow keep their IEEE behaviour).
-JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": {"contract"}}
-#: Options of a kernel that only other kernels call: no wrappers for calls from Python
-#: or C, which are generated (and compiled) for every function otherwise.
-INNER_JIT_OPTIONS = {**JIT_OPTIONS, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+#: so inf, nan and underflow keep their IEEE behaviour); no wrapper for calls from C,
+#: which numba would otherwise generate (and compile) for every function.
+JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": {"contract"}, "no_cfunc_wrapper": True}
+#: Options of a kernel that only other kernels call: no wrapper for calls from Python either.
+INNER_JIT_OPTIONS = {**JIT_OPTIONS, "no_cpython_wrapper": True}
 _JIT = JIT_OPTIONS
 _INNER = INNER_JIT_OPTIONS
 

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 from .._core.responsibilities import block_responsibilities, log_sum_exp_block
 from ._chunks import row_blocks
+from ._session import PassSession
 from ._stats import PassStats
 
 __all__ = ["NumpyEngine"]
@@ -34,7 +35,7 @@ def _row_sq_norms(X):
     return out
 
 
-class NumpyEngine:
+class NumpyEngine(PassSession):
     """Chunked passes over one data set with numpy.
 
     Parameters
