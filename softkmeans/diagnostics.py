@@ -55,9 +55,6 @@ __all__ = [
 
 _HARD = RelaxationSpec("hard")
 
-#: Entries of one (rows x points) block of distances when maxima are computed.
-_GROUP_ELEMENTS = 1 << 22
-
 
 # ------------------------------------------------------------ validation
 def _engine(X, sample_weight, backend):
@@ -120,23 +117,6 @@ def _hard_margins(stats, weights):
     return positive, float(candidates[i]), float(weights[i])
 
 
-def _max_sq_distances(engine, points, positive):
-    """``max_i ||x_i - p||^2`` over the rows with positive weight, for every point ``p``.
-
-    One pass over X in row blocks, each through an engine of the same kind, so
-    that only a (rows x points) block of distances exists at a time.
-    """
-    out = np.zeros(points.shape[0])
-    step = max(1, _GROUP_ELEMENTS // max(1, points.shape[0]))
-    for start in range(0, engine.n_samples, step):
-        keep = positive[start:start + step]
-        if keep.any():
-            block = type(engine)(engine.X[start:start + step])
-            D = block.sq_distances(points)
-            out = np.maximum(out, np.max(D, axis=0, initial=0.0, where=keep[:, None]))
-    return out
-
-
 def _configuration(engine, centers, hard=None):
     """Everything hard about ``centers``; ``hard`` reuses a hard pass with sums."""
     hard = engine.estep(centers, _HARD) if hard is None else hard
@@ -145,7 +125,7 @@ def _configuration(engine, centers, hard=None):
     total = float(weights.sum())
     lloyd = weighted_means(hard, centers)
     k = centers.shape[0]
-    farthest = np.sqrt(_max_sq_distances(engine, np.vstack([lloyd, centers]), positive))
+    farthest = np.sqrt(engine.max_sq_distances(np.vstack([lloyd, centers])))
     radii, R = farthest[:k], float(farthest[k:].max())
     return _Configuration(
         hard, positive, margin_min, weight_at_min, total, lloyd,

@@ -12,6 +12,7 @@ from numba import njit
 from threadpoolctl import threadpool_limits
 
 from softkmeans._backends import _numba, get_engine, resolve_backend
+from softkmeans._backends._array_engine import ArrayEngine
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
 from softkmeans._backends._numba_kernels import chunk_rows, csr_pass, dense_pass, product_block
 from softkmeans._backends._numba_rows import (
@@ -230,6 +231,22 @@ def test_session_limits_blas_once_for_all_its_passes(monkeypatch):
     assert len(limits) == 3  # one per pass outside a session
     for got, want in zip(inside, outside, strict=True):
         _assert_stats_close(got, want, 0.0)
+
+
+@pytest.mark.parametrize("engine", [NumpyEngine, NumbaEngine, ArrayEngine])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_max_sq_distances_skip_rows_without_weight(engine, sparse, dtype):
+    X, weights, init = _data(dtype, sparse)
+    weights[::3] = 0.0
+    weights[np.argmax(np.asarray(abs(X).sum(axis=1)).ravel())] = 0.0  # an outlying row
+    dense = X.toarray() if sparse else X
+    points = np.vstack([init, dense[:2].astype(np.float64) + 1.0])
+    D = ((dense.astype(np.float64)[:, None, :] - points[None, :, :]) ** 2).sum(axis=2)
+    want = D[weights > 0].max(axis=0)
+    got = engine(X, weights).max_sq_distances(points)
+    assert got.shape == want.shape and got.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=RTOL[dtype])
 
 
 def test_with_sums_false_gives_zero_sums():

@@ -1,8 +1,8 @@
 """Engine registry: one module per engine, each implementing the same passes.
 
 An engine is a class constructed from validated data ``(X, sample_weight)``
-that provides ``estep``, ``responsibilities``, ``sq_distances`` and
-``log_sum_exp`` (see :class:`softkmeans._backends._numpy.NumpyEngine`, the
+that provides ``estep``, ``responsibilities``, ``sq_distances``,
+``max_sq_distances`` and ``log_sum_exp`` (see :class:`softkmeans._backends._numpy.NumpyEngine`, the
 reference). Engines are imported lazily so that an optional dependency that is
 missing only fails when its engine is asked for.
 """

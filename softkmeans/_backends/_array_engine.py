@@ -238,6 +238,14 @@ class ArrayEngine(PassSession):
             out[rows] = D
         return self._output(out)
 
+    def max_sq_distances(self, points):
+        """``max_i ||x_i - p||^2`` over the observations with positive weight (host float64)."""
+        out = self.xp.zeros(points.shape[0], dtype=self.dtype)
+        for rows, D in self._blocks(points):
+            positive = self._w64[rows, None] > 0
+            out = self.xp.maximum(out, self.xp.max(self.xp.where(positive, D, 0), axis=0))
+        return np.asarray(self._to_host(out), dtype=np.float64)
+
     def log_sum_exp(self, centers, sigma):
         """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
         tau = 2.0 * float(sigma) ** 2

@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from .._core.responsibilities import RelaxationSpec
 from ._numba_kernels import (
     OUT_DIST,
+    OUT_FARTHEST,
     OUT_GAP,
     OUT_NONE,
     OUT_RESP,
@@ -297,6 +298,12 @@ class NumbaEngine(NumpyEngine):
         out = np.empty((self.n_samples, centers.shape[0]))
         self._pass(centers, _HARD, False, OUT_DIST, out)
         return out
+
+    def max_sq_distances(self, points):
+        """``max_i ||x_i - p||^2`` over the observations with positive weight, for every point."""
+        out = np.zeros((effective_n_threads(self.n_threads), points.shape[0]))
+        self._pass(points, _HARD, False, OUT_FARTHEST, out)
+        return out.max(axis=0)
 
     def log_sum_exp(self, centers, sigma):
         """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""

@@ -75,15 +75,18 @@ from ._numba_rows import (
 from ._numba_transpose import TILE_BYTES, transpose_rows
 
 __all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "OUT_NONE", "OUT_RESP",
-           "OUT_DIST", "OUT_GAP", "SMALL_PRODUCT", "bounded_inverse", "chunk_rows", "product_block",
-           "pass_layout", "dense_pass", "csr_pass", "dense_row_sq_norms"]
+           "OUT_DIST", "OUT_GAP", "OUT_FARTHEST", "SMALL_PRODUCT", "bounded_inverse",
+           "chunk_rows", "product_block", "pass_layout", "dense_pass", "csr_pass",
+           "dense_row_sq_norms"]
 
 #: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
 DENSE_FRACTION = 4
 
-#: What a pass writes into its ``out`` array, row ``i``: nothing, the
-#: responsibilities, the squared distances, or ``row_gap`` (column 0).
-OUT_NONE, OUT_RESP, OUT_DIST, OUT_GAP = 0, 1, 2, 3
+#: What a pass writes into its ``out`` array: in row ``i``, nothing, the
+#: responsibilities, the squared distances, or ``row_gap`` (column 0); or, in row
+#: ``thread``, the largest squared distance to each centroid over the thread's rows with
+#: positive weight (and nothing else: its statistics stay 0).
+OUT_NONE, OUT_RESP, OUT_DIST, OUT_GAP, OUT_FARTHEST = 0, 1, 2, 3, 4
 
 _JIT = JIT_OPTIONS
 _INNER = INNER_JIT_OPTIONS
@@ -400,6 +403,14 @@ def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, t
         else:
             np.dot(centers, Xc.T, U)
         _shifted_distances_and_nearest(U, xc_sq, c_sq_x, u_near, first, second, label)
+        if out_mode == OUT_FARTHEST:
+            for j in range(k):
+                far = out[thread, j]
+                for r in range(rows):
+                    if weights[start + r] > 0.0:
+                        far = max(far, xc_sq[r] + np.float64(U[j, r]))
+                out[thread, j] = far
+            continue
         for r in range(rows):
             margins[start + r] = second[r] - first[r] if k > 1 else 0.0
         one_hot = 0
@@ -482,6 +493,11 @@ def csr_pass(data, indices, indptr, weights, x_sq, centers_t, c_sq, rows, kind, 
                     dist[j] += v * centers_t[col, j]
             for j in range(k):
                 dist[j] = max(x_sq[i] - 2.0 * dist[j] + c_sq[j], 0.0)
+            if out_mode == OUT_FARTHEST:
+                if weights[i] > 0.0:
+                    for j in range(k):
+                        out[thread, j] = max(out[thread, j], dist[j])
+                continue
             if out_mode == OUT_DIST:
                 for j in range(k):
                     out[i, j] = dist[j]

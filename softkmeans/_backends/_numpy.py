@@ -136,6 +136,17 @@ class NumpyEngine(PassSession):
             out[rows] = D
         return out
 
+    def max_sq_distances(self, points):
+        """``max_i ||x_i - p||^2`` over the observations with positive weight, for every point.
+
+        0 where no observation has positive weight.
+        """
+        out = np.zeros(points.shape[0])
+        for rows, D in self._blocks(points):
+            positive = self.sample_weight[rows, None] > 0
+            np.maximum(out, D.max(axis=0, initial=0.0, where=positive), out=out)
+        return out
+
     def log_sum_exp(self, centers, sigma):
         """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
         out = np.empty(self.n_samples)

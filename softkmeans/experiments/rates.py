@@ -42,7 +42,7 @@ def entmax_state(ctx, centers, sigma, alpha=1.5):
 
 def reference_constants(ctx, m):
     """``B_j`` (Thm 18: over every observation), ``rho`` and the tolerances of reference m."""
-    B = np.sqrt(ctx.engine.sq_distances(ctx.lloyd_means(m)).max(axis=0))
+    B = np.sqrt(ctx.engine.max_sq_distances(ctx.lloyd_means(m)))  # unit weights: every row
     rho = float(ctx.lloyd[m].stats.masses.min() / ctx.n)
     # a row of responsibilities sums to 1: its rounding error is c k u
     tol_r = bounds.tol_relative(1, ctx.k, 1.0)
