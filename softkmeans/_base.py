@@ -178,8 +178,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             centers = self._init_centers(X, engine, rng)
             if i == 0:
                 self._prepare(engine, centers)
-            with engine:  # one session for the run's passes (the numba engine's BLAS limit)
-                run = self._run(engine, centers, rng)
+            run = self._run(engine, centers, rng)
             if best is None or self._run_key(run) < self._run_key(best):
                 best = run
         self._store_run(best, X.dtype, engine)

@@ -23,6 +23,7 @@ from softkmeans._backends._numba_rows import (
 )
 from softkmeans._backends._numba_transpose import transpose_rows
 from softkmeans._backends._numpy import NumpyEngine
+from softkmeans._core.optimize import alternating
 from softkmeans._core.responsibilities import RelaxationSpec
 
 
@@ -205,7 +206,10 @@ def test_row_norms_are_float64_sums_of_float32_data(engine, sparse):
 
 
 def test_session_limits_blas_once_for_all_its_passes(monkeypatch):
-    """``with engine:`` holds BLAS at one thread for its passes and restores it on leaving."""
+    """``with engine:`` holds BLAS at one thread for its passes and restores it on leaving.
+
+    Sessions nest (an annealing run's stages): only the outermost one sets the limit.
+    """
     X, weights, init = _data(np.float32, False)
     engine = NumbaEngine(X, weights)
     controller = _numba._blas_controller()
@@ -224,13 +228,19 @@ def test_session_limits_blas_once_for_all_its_passes(monkeypatch):
     before = blas_threads()
     with engine as session:
         assert session is engine and set(blas_threads()) == {1}
-        inside = [engine.estep(init, SPECS[kind]) for kind in ("softmax", "entmax-1.5")]
+        with engine:
+            inside = [engine.estep(init, SPECS["softmax"])]
+        assert set(blas_threads()) == {1}
+        inside.append(engine.estep(init, SPECS["entmax-1.5"]))
     assert limits == [{"limits": 1, "user_api": "blas"}]
     assert blas_threads() == before
     outside = [engine.estep(init, SPECS[kind]) for kind in ("softmax", "entmax-1.5")]
     assert len(limits) == 3  # one per pass outside a session
     for got, want in zip(inside, outside, strict=True):
         _assert_stats_close(got, want, 0.0)
+    run = alternating(engine, init, SPECS["softmax"], max_iter=5, tol=0.0)
+    assert run.n_iter == 5 and len(limits) == 4  # a run is one session
+    assert blas_threads() == before
 
 
 @pytest.mark.parametrize("engine", [NumpyEngine, NumbaEngine, ArrayEngine])

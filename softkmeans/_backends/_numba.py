@@ -224,17 +224,23 @@ class NumbaEngine(NumpyEngine):
         self.x_sq = x_sq
         self.n_threads = n_threads
         self._blas_limit = None
+        self._sessions = 0
 
     def __enter__(self):
-        """Hold BLAS to one thread for every pass until the session ends (see PassSession)."""
-        if self._blas_limit is None:
+        """Hold BLAS to one thread for every pass until the session ends (see PassSession).
+
+        Sessions nest: the limit is set by the outermost one.
+        """
+        if self._sessions == 0:
             self._blas_limit = _blas_controller().limit(limits=1, user_api="blas")
+        self._sessions += 1
         return self
 
     def __exit__(self, *exc_info):
-        """Restore the BLAS thread counts found on entering; exceptions propagate."""
-        limit, self._blas_limit = self._blas_limit, None
-        if limit is not None:
+        """Leave the session; the outermost one restores the BLAS thread counts it found."""
+        self._sessions -= 1
+        if self._sessions == 0:
+            limit, self._blas_limit = self._blas_limit, None
             limit.restore_original_limits()
 
     def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):
