@@ -245,13 +245,15 @@ def test_cupy_engine_matches_oracle(dtype, sparse, spec):
     from softkmeans._backends._cupy import CupyEngine
 
     X, centers, w = _data(dtype, sparse)
-    ref = NumpyEngine(X, w).estep(centers, spec)
-    got = CupyEngine(X, w, block_elements=1000).estep(centers, spec)
+    oracle, engine = NumpyEngine(X, w), CupyEngine(X, w, block_elements=1000)
+    ref, got = oracle.estep(centers, spec), engine.estep(centers, spec)
     rtol = _rtol(dtype)
     assert_array_equal(got.labels, ref.labels)
     for name in ("sums", "masses", "margins"):
         assert_allclose(getattr(got, name), getattr(ref, name), rtol=rtol, atol=rtol)
     assert_allclose(got.objective, ref.objective, rtol=rtol)
+    assert_allclose(engine.max_sq_distances(centers), oracle.max_sq_distances(centers),
+                    rtol=rtol)
 
 
 @gpu
