@@ -259,7 +259,7 @@ class NumbaEngine(NumpyEngine):
         kind, tau = KINDS[spec.kind], spec.tau
         rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, sums, masses,
                 scalars)
-        limit_blas = self._blas_limit is None
+        limit_blas = self._sessions == 0  # a session holds the limit already
         if sp.issparse(X):
             centers_t = np.ascontiguousarray(centers.T)
             run_threads(csr_pass, n_threads, *self._csr_arrays, self.sample_weight, self.x_sq,

@@ -435,7 +435,7 @@ def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, t
             if out_mode == OUT_DIST:
                 for j in range(k):
                     out[i, j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
-            if is_hard_row(kind, first[r], second[r], tau, alpha):
+            if hard[r]:
                 m, gap = 1, 0.0
                 idx[0] = label[r]
                 val[0] = 1.0
