@@ -1,5 +1,6 @@
 """Every asv benchmark runs its setup and one call at a tiny size, so the suite cannot rot."""
 
+import importlib.util
 import inspect
 import sys
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "asv_bench"))
 
-from benchmarks import cluster, common  # noqa: E402
+from benchmarks import cluster, common, startup  # noqa: E402
 
 TINY = (300, 4)
 SUITES = [obj for name, obj in vars(cluster).items()
@@ -40,3 +41,33 @@ def test_temperatures_are_ordered():
     sigmas = common.temperatures(*TINY)
     assert 0 < sigmas["identified"] <= sigmas["low"]
     assert sigmas["high"] > 0
+
+
+def _compile_time_script():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "compile_time.py"
+    spec = importlib.util.spec_from_file_location("compile_time", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Every cached case, and the cheapest cold one (a cold case compiles for seconds).
+STARTUP_CASES = [(layout, dtype, "cached") for layout in startup.LAYOUTS
+                 for dtype in startup.DTYPES] + [("CSR", "float64", "cold")]
+
+
+@pytest.mark.parametrize("case", STARTUP_CASES, ids=["-".join(c) for c in STARTUP_CASES])
+def test_startup_benchmark_runs_in_a_fresh_process(case):
+    bench = startup.StartupSuite()
+    bench.setup(*case)
+    seconds = _compile_time_script().seconds_in_fresh_process(*bench.timeraw_first_fit(*case))
+    assert seconds > 0
+
+
+def test_import_benchmark_runs_in_a_fresh_process():
+    assert _compile_time_script().seconds_in_fresh_process(startup.timeraw_import()) > 0
+
+
+def test_startup_code_rejects_unknown_cases():
+    with pytest.raises(ValueError, match="unknown case"):
+        startup.first_fit_code("dense", "float16", "cached")
