@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseSoftKMeans
 from ._core.optimize import HARD, anneal
-from ._core.responsibilities import RelaxationSpec
+from ._core.responsibilities import RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max, paper_schedule
 
 __all__ = ["AnnealedKMeans"]
@@ -38,7 +38,8 @@ class AnnealedKMeans(BaseSoftKMeans):
         ``1.2 lambda_max`` down to ``min(margin_min / 64, 0.12 lambda_max)``,
         ``margin_min`` being the smallest assignment margin at the starting
         centroids (Sec. 7.8 of the paper). An array gives the temperatures
-        ``sigma`` directly (positive, visited in the order given).
+        ``sigma`` directly (each from 1e-150 to 1e150, visited in the order
+        given).
     n_temperatures : int, default=40
         Length of the ``"paper"`` schedule.
     perturbation : float, default=1e-3
@@ -121,8 +122,10 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
             return
         sigmas = check_array(self.schedule, ensure_2d=False, dtype=np.float64,
                              input_name="schedule")
-        if sigmas.ndim != 1 or not np.all(sigmas > 0):
-            raise ValueError("schedule must be a 1-D array of positive temperatures sigma.")
+        if sigmas.ndim != 1:
+            raise ValueError("schedule must be a 1-D array of temperatures sigma.")
+        for sigma in sigmas:
+            check_sigma(sigma, "every temperature of schedule")
         self._sigmas = sigmas
 
     def _prepare(self, engine, first_centers):

@@ -26,7 +26,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
-from ._core.responsibilities import RelaxationSpec
+from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.temperature import auto_sigma, lambda_max
 from .diagnostics import fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
@@ -363,7 +363,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
 
     _parameter_constraints: dict = {
         **BaseSoftKMeans._parameter_constraints,
-        "sigma": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "sigma": [StrOptions({"auto"}), Interval(Real, SIGMA_MIN, SIGMA_MAX, closed="both")],
     }
 
     def __init__(self, n_clusters=8, *, sigma="auto", init="k-means++", n_init="auto",

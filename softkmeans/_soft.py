@@ -24,9 +24,11 @@ class SoftKMeans(FixedTemperatureKMeans):
     n_clusters : int, default=8
         Number of centroids.
     sigma : float or "auto", default="auto"
-        Temperature (a length, in the units of X). ``"auto"`` sets
-        ``sigma^2`` to 0.1 times the mean squared distance from the observations
-        to their nearest centroid of the first initialization.
+        Temperature (a length, in the units of X), from 1e-150 to 1e150 (the
+        range in which ``2 sigma^2`` and its inverse are normal float64
+        numbers). ``"auto"`` sets ``sigma^2`` to 0.1 times the mean squared
+        distance from the observations to their nearest centroid of the first
+        initialization.
     algorithm : {"alternating", "gradient"}, default="alternating"
         ``"alternating"``: the closed-form weighted-mean update (an EM step; no
         learning rate). ``"gradient"``: gradient descent on ``F_sigma`` with one

@@ -20,7 +20,9 @@ Quantities (Sec. 3, 4, 6 of arXiv 2603.04625; see ``doc/diagnostics.rst``):
   :func:`certify`, which checks every bound.
 
 With sample weights every count is a weight sum, and maxima and minima run over
-the observations with a positive weight.
+the observations with a positive weight. Temperatures ``sigma`` go from 1e-150
+to 1e150 (outside, ``2 sigma^2`` would leave float64's normal numbers): others
+get a ``ValueError``.
 """
 
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ from ._backends import get_engine
 from ._core import bounds
 from ._core.bounds import BoundCheck, Certificate
 from ._core.optimize import weighted_means
-from ._core.responsibilities import RelaxationSpec
+from ._core.responsibilities import RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
 
 __all__ = [
@@ -72,13 +74,6 @@ def _centers(centers, engine):
             f"centers has {centers.shape[1]} features; X has {engine.X.shape[1]}."
         )
     return centers
-
-
-def _positive(value, name):
-    value = float(value)
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number; got {value!r}.")
-    return value
 
 
 def _alpha(alpha):
@@ -240,7 +235,7 @@ def responsibilities(X, centers, sigma, alpha=None, *, backend="auto"):
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
     centers : array-like of shape (n_clusters, n_features)
     sigma : float
-        Temperature, positive.
+        Temperature, from 1e-150 to 1e150.
     alpha : float or None, default=None
         Entmax order (> 1), or None for softmax.
     backend : str, default="auto"
@@ -257,7 +252,7 @@ def responsibilities(X, centers, sigma, alpha=None, *, backend="auto"):
     [[1.0, 0.0], [0.5, 0.5]]
     """
     engine = _engine(X, None, backend)
-    sigma = _positive(sigma, "sigma")
+    sigma = check_sigma(sigma)
     spec = (RelaxationSpec("softmax", sigma) if alpha is None
             else RelaxationSpec("entmax", sigma, _alpha(alpha)))
     return engine.responsibilities(_centers(centers, engine), spec)
@@ -328,7 +323,7 @@ def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, back
     >>> unidentified_count([[0.0], [1.0], [4.0]], [[0.0], [3.0]], sigma=1.0)
     1
     """
-    width = bounds.unidentified_width(_positive(sigma, "sigma"), _alpha(alpha))
+    width = bounds.unidentified_width(check_sigma(sigma), _alpha(alpha))
     engine = _engine(X, sample_weight, backend)
     stats = engine.estep(_centers(centers, engine), _HARD, with_sums=False)
     return int(np.count_nonzero((stats.margins < width) & (engine.sample_weight > 0)))
@@ -459,7 +454,7 @@ def _certificate(engine, centers, sigma, alpha, known=None, maps=True):
 
 def _setup(X, centers, sigma, alpha, sample_weight, backend):
     engine = _engine(X, sample_weight, backend)
-    return engine, _centers(centers, engine), _positive(sigma, "sigma"), _alpha(alpha)
+    return engine, _centers(centers, engine), check_sigma(sigma), _alpha(alpha)
 
 
 def objective_gaps(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto"):
@@ -570,7 +565,7 @@ def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="aut
     path = np.asarray(centers, dtype=np.float64)
     path = path[None] if path.ndim == 2 else path
     engine = _engine(X, sample_weight, backend)
-    sigma = _positive(sigma, "sigma")
+    sigma = check_sigma(sigma)
     configs = [_configuration(engine, _centers(mu, engine)) for mu in path]
     head = configs[:-1] or configs
     delta = min(c.margin_min for c in head)

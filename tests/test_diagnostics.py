@@ -170,6 +170,7 @@ def test_weights_equal_repeated_rows_and_sparse_equals_dense(data):
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"sigma": 0.0}, "sigma"), ({"sigma": np.nan}, "sigma"), ({"alpha": 1.0}, "alpha"),
+    ({"sigma": 1e-200}, r"sigma must lie in \[1e-150"), ({"sigma": 1e200}, "sigma must lie in"),
     ({"centers": np.zeros((2, 3))}, "features"), ({"sample_weight": np.zeros(45)}, "zero"),
 ])
 def test_bad_input_is_named(data, kwargs, match):

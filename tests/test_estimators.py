@@ -1,5 +1,7 @@
 """Behaviour of the three estimators: attributes, inputs, descent, recovery of Lloyd."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -10,6 +12,8 @@ from sklearn.metrics import adjusted_rand_score
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 from softkmeans._backends import get_engine
 from softkmeans._core.optimize import HARD, alternating
+from softkmeans._core.responsibilities import SIGMA_MAX, SIGMA_MIN
+from softkmeans.exceptions import CriticalTemperatureWarning
 
 ALL = [
     lambda **kw: SoftKMeans(3, **kw),
@@ -222,3 +226,33 @@ def test_verbose_prints_iterations(blobs, capsys):
     model = SoftKMeans(3, verbose=1, random_state=0, max_iter=3, tol=0).fit(X)
     out = capsys.readouterr().out
     assert model.n_iter_ == 3 and out.count("iteration") == 3 and "objective" in out
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sigma", [SIGMA_MIN, SIGMA_MAX])
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_every_output_is_finite_at_the_ends_of_the_temperature_range(Estimator, sigma, dtype,
+                                                                    sparse, backend):
+    X = np.random.default_rng(0).normal(size=(200, 3)).astype(dtype)
+    X[:20] = X[0]  # tied observations
+    X = sp.csr_matrix(X) if sparse else X
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no overflow, no 0 / 0 anywhere
+        warnings.simplefilter("ignore", CriticalTemperatureWarning)
+        model = Estimator(3, sigma=sigma, random_state=0, backend=backend).fit(X)
+        proba = model.predict_proba(X)
+        outputs = [model.cluster_centers_, model.objective_, model.inertia_, model.margins_,
+                   proba, model.transform(X), model.score_samples(X), model.score(X)]
+    assert all(np.all(np.isfinite(value)) for value in outputs)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
+    if sigma == SIGMA_MIN:  # the zero-temperature limit: Lloyd's objective
+        np.testing.assert_allclose(model.objective_, model.inertia_, rtol=1e-12)
+
+
+def test_sigma_auto_stays_in_the_temperature_range():
+    X = np.random.default_rng(0).normal(size=(50, 2)) * 1e-160  # squared distances ~1e-320
+    with pytest.warns(CriticalTemperatureWarning):  # the clipped sigma is above sqrt(lambda_max)
+        model = SoftKMeans(3, random_state=0).fit(X)
+    assert model.sigma_ == SIGMA_MIN

@@ -24,7 +24,7 @@ from softkmeans._backends._numba_rows import (
 from softkmeans._backends._numba_transpose import transpose_rows
 from softkmeans._backends._numpy import NumpyEngine
 from softkmeans._core.optimize import alternating
-from softkmeans._core.responsibilities import RelaxationSpec
+from softkmeans._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 
 
 @njit
@@ -267,7 +267,7 @@ def test_with_sums_false_gives_zero_sums():
 
 @pytest.mark.parametrize("kind", ["softmax", "entmax"])
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-@pytest.mark.parametrize("sigma", [1e-12, 1e-3, 0.3, 3.0, 1e3, 1e12])
+@pytest.mark.parametrize("sigma", [SIGMA_MIN, 1e-12, 1e-3, 0.3, 3.0, 1e3, 1e12, SIGMA_MAX])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_extreme_temperatures(dtype, sigma, sparse, kind):
     """No NaN or inf anywhere, and still the oracle's numbers (both pruning regimes)."""

@@ -5,8 +5,11 @@ import pytest
 from scipy.special import logsumexp, softmax
 
 from softkmeans._core.responsibilities import (
+    SIGMA_MAX,
+    SIGMA_MIN,
     RelaxationSpec,
     block_responsibilities,
+    check_sigma,
     entmax_support_width,
     log_sum_exp_block,
 )
@@ -107,7 +110,7 @@ def test_entmax_one_hot_iff_margin_reaches_width(alpha, factor, one_hot):
 
 @pytest.mark.parametrize("kind", ["softmax", "entmax"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("sigma", [1e-12, 1e-6, 1e-2, 1.0, 1e3, 1e6, 1e12])
+@pytest.mark.parametrize("sigma", [SIGMA_MIN, 1e-12, 1e-6, 1e-2, 1.0, 1e3, 1e6, 1e12, SIGMA_MAX])
 def test_no_nan_or_inf_at_any_temperature(kind, dtype, sigma):
     rng = np.random.RandomState(0)
     D = (rng.uniform(0, 100, size=(50, 6)).astype(dtype)).astype(np.float64)
@@ -131,3 +134,12 @@ def test_hard_block_is_one_hot_nearest():
     np.testing.assert_array_equal(block.resp, np.eye(3)[[0, 0, 1, 1]])
     np.testing.assert_array_equal(block.row_gap, 0.0)
     np.testing.assert_array_equal(block.row_objective, D_CASES.min(axis=1))
+
+
+@pytest.mark.parametrize("sigma", [0.0, 1e-151, 1e-200, 1e151, 1e300, np.inf, np.nan, -1.0])
+@pytest.mark.parametrize("kind", ["softmax", "entmax"])
+def test_temperatures_outside_the_float64_range_are_rejected(kind, sigma):
+    with pytest.raises(ValueError, match=r"sigma must lie in \[1e-150, 1e\+150\]"):
+        RelaxationSpec(kind, sigma)
+    assert check_sigma(SIGMA_MIN) == SIGMA_MIN and check_sigma(SIGMA_MAX) == SIGMA_MAX
+    assert RelaxationSpec("hard", sigma).kind == "hard"  # no temperature to check

@@ -11,7 +11,7 @@ Conventions (``../MATH.md`` of the project, Sec. 3 of the paper):
 - ``tau = 2 sigma^2``; logits ``z_ij = -d_ij / tau``;
 - every computation is shifted by the row minimum ``dmin_i``, so the largest
   logit of a row is exactly 0 and no overflow or ``0 / 0`` can occur for any
-  ``sigma`` in ``(0, inf)``;
+  ``sigma`` in ``[SIGMA_MIN, SIGMA_MAX]`` (:func:`check_sigma`);
 - ``row_objective`` is the row's contribution to the relaxed objective and
   ``row_gap`` is ``dmin_i - row_objective``, computed without cancellation.
 """
@@ -21,6 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "SIGMA_MIN",
+    "SIGMA_MAX",
+    "check_sigma",
     "RelaxationSpec",
     "BlockResult",
     "block_responsibilities",
@@ -34,6 +37,42 @@ __all__ = [
 ]
 
 
+#: The temperatures every computation accepts. Within ``[SIGMA_MIN, SIGMA_MAX]`` the
+#: entropic weight ``tau = 2 sigma^2`` lies in ``[2e-300, 2e300]``: ``tau`` and ``1 / tau``
+#: are normal float64 numbers, with eight decades to spare for the quantities scaled by them
+#: (``d / tau`` in scores, ``n tau log(k)`` in objectives). Beyond them ``tau`` underflows to 0
+#: (``sigma`` below about ``1e-162``) or overflows (above about ``1e154``).
+SIGMA_MIN, SIGMA_MAX = 1e-150, 1e150
+
+
+def check_sigma(sigma, name="sigma"):
+    """``sigma`` as a float, checked to lie in ``[SIGMA_MIN, SIGMA_MAX]``.
+
+    Parameters
+    ----------
+    sigma : float
+        A temperature.
+    name : str, default="sigma"
+        What the error message calls it.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        For a temperature outside the range (NaN and infinities included).
+    """
+    value = float(sigma)
+    if not SIGMA_MIN <= value <= SIGMA_MAX:
+        raise ValueError(
+            f"{name} must lie in [{SIGMA_MIN:g}, {SIGMA_MAX:g}], where "
+            f"2 sigma^2 and its inverse are normal float64 numbers; got {value!r}."
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class RelaxationSpec:
     """Which assignment map an E-step uses.
@@ -44,7 +83,8 @@ class RelaxationSpec:
         Hard nearest-centroid assignments, softmax (Shannon) or entmax-alpha
         (Tsallis) responsibilities.
     sigma : float
-        Temperature; ignored for ``"hard"``.
+        Temperature in ``[SIGMA_MIN, SIGMA_MAX]`` (:func:`check_sigma`); ignored for
+        ``"hard"``.
     alpha : float
         Entmax order, ``alpha > 1``; only used for ``"entmax"``.
     """
@@ -52,6 +92,10 @@ class RelaxationSpec:
     kind: str
     sigma: float = 1.0
     alpha: float = 1.5
+
+    def __post_init__(self):
+        if self.kind != "hard":
+            check_sigma(self.sigma)
 
     @property
     def tau(self):

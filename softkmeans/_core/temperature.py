@@ -4,6 +4,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, eigsh
 
+from .responsibilities import SIGMA_MAX, SIGMA_MIN
+
 __all__ = ["AUTO_SIGMA_FRACTION", "auto_sigma", "lambda_max", "paper_schedule", "weighted_mean"]
 
 #: ``sigma^2 = AUTO_SIGMA_FRACTION * mean_i min_j ||x_i - mu_j||^2`` (Sec. 8.3 of the paper).
@@ -22,7 +24,10 @@ def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
     ``sigma^2`` is :data:`AUTO_SIGMA_FRACTION` times the weighted mean squared
     distance of the observations to their nearest initial centroid, so that the
     temperature follows the scale of the data. When every observation sits on a
-    centroid (a zero mean distance) ``fallback_scale`` is used instead.
+    centroid (a zero mean distance) ``fallback_scale`` is used instead. The
+    result is clipped to ``[SIGMA_MIN, SIGMA_MAX]`` (of
+    :mod:`softkmeans._core.responsibilities`), which only data with squared
+    distances below about ``1e-299`` or above ``1e301`` reach.
 
     Parameters
     ----------
@@ -40,7 +45,7 @@ def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
     mean_sq = float(np.average(dmin, weights=sample_weight))
     if not mean_sq > 0.0:
         mean_sq = fallback_scale if fallback_scale > 0 else 1.0
-    return float(np.sqrt(AUTO_SIGMA_FRACTION * mean_sq))
+    return float(np.clip(np.sqrt(AUTO_SIGMA_FRACTION * mean_sq), SIGMA_MIN, SIGMA_MAX))
 
 
 def lambda_max(X, sample_weight=None):
@@ -118,7 +123,7 @@ def paper_schedule(lam_max, margin_min, n_temperatures=40):
     ``n_temperatures`` values of ``sigma^2``, geometric from ``1.2 lambda_max``
     down to ``min(margin_min / 64, 0.12 lambda_max)``. The end is floored at
     ``1e-12 lambda_max`` so that a zero margin (tied observations) still gives
-    a finite schedule.
+    a finite schedule; the temperatures are clipped to ``[SIGMA_MIN, SIGMA_MAX]``.
 
     Parameters
     ----------
@@ -135,4 +140,4 @@ def paper_schedule(lam_max, margin_min, n_temperatures=40):
     """
     start = 1.2 * lam_max
     end = max(min(margin_min / 64.0, 0.12 * lam_max), 1e-12 * lam_max)
-    return np.sqrt(np.geomspace(start, end, n_temperatures))
+    return np.clip(np.sqrt(np.geomspace(start, end, n_temperatures)), SIGMA_MIN, SIGMA_MAX)
