@@ -13,6 +13,7 @@ from abc import abstractmethod
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -34,6 +35,30 @@ from .exceptions import CriticalTemperatureWarning
 __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
 
 _HARD = RelaxationSpec("hard")
+
+
+def _check_magnitude(X, largest):
+    """``ValueError`` unless X's squared distances are normal numbers of its dtype.
+
+    ``largest`` is the largest squared row norm of X (in float64). Above
+    ``max / 16`` of the dtype squared distances would overflow; below
+    ``tiny / eps`` (about ``1e-31`` in float32, ``1e-292`` in float64) they
+    would be subnormal or 0 and lose their digits (a largest norm of 0 is
+    only legitimate for an all-zero X).
+    """
+    info = np.finfo(X.dtype)
+    high, low = float(info.max) / 16, float(info.tiny / info.eps)
+    if not largest <= high:
+        size, fate, limit = "large", "overflow", high
+    elif largest < low and (largest > 0 or (X.data if sp.issparse(X) else X).any()):
+        size, fate, limit = "small", "underflow", low
+    else:
+        return
+    raise ValueError(
+        f"X is too {size} in magnitude for {np.dtype(X.dtype).name}: squared distances would "
+        f"{fate} (largest squared norm {largest:.3g}, limit {limit:.3g}). Rescale the data, "
+        "for example with StandardScaler."
+    )
 
 
 class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
@@ -238,14 +263,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     def _get_engine(self, X, sample_weight=None):
         """The engine on validated X, after checking that squared distances fit the dtype."""
         engine = get_engine(self.backend, X, sample_weight)
-        limit = np.finfo(X.dtype).max / 16
-        largest = float(np.max(engine.x_sq)) if X.shape[0] else 0.0
-        if not largest <= limit:
-            raise ValueError(
-                f"X is too large in magnitude for {np.dtype(X.dtype).name}: squared distances "
-                f"would overflow (largest squared norm {largest:.3g}, limit {limit:.3g}). "
-                "Rescale the data, for example with StandardScaler."
-            )
+        _check_magnitude(X, float(engine.x_sq.max()) if X.shape[0] else 0.0)
         return engine
 
     def _engine_for(self, X):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 
@@ -116,3 +117,22 @@ def test_values_whose_squares_overflow_are_rejected(dtype, big):
         model = Estimator(3, random_state=0).fit(X.astype(dtype))
         with pytest.raises(ValueError, match="too large in magnitude"):
             model.predict(Xbig)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype, scale", [(np.float64, 1e-160), (np.float64, 1e-148),
+                                          (np.float32, 1e-17)])
+def test_values_whose_squares_underflow_are_rejected(dtype, scale, sparse):
+    Xsmall = (X * scale).astype(dtype)
+    Xsmall = sp.csr_matrix(Xsmall) if sparse else Xsmall
+    for Estimator in ESTIMATORS:
+        with pytest.raises(ValueError, match="too small in magnitude"):
+            Estimator(3).fit(Xsmall)
+
+
+@pytest.mark.filterwarnings("ignore::softkmeans.exceptions.CriticalTemperatureWarning")
+def test_all_zero_data_is_not_too_small():
+    zeros = np.zeros((20, 3))
+    model = SoftKMeans(3, random_state=0).fit(zeros)
+    assert model.inertia_ == 0.0
+    np.testing.assert_array_equal(model.predict(zeros), model.labels_)
