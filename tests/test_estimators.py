@@ -13,6 +13,7 @@ from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 from softkmeans._backends import get_engine
 from softkmeans._core.optimize import HARD, alternating
 from softkmeans._core.responsibilities import SIGMA_MAX, SIGMA_MIN
+from softkmeans._core.temperature import auto_sigma
 from softkmeans.exceptions import CriticalTemperatureWarning
 
 ALL = [
@@ -252,7 +253,7 @@ def test_every_output_is_finite_at_the_ends_of_the_temperature_range(Estimator, 
 
 
 def test_sigma_auto_stays_in_the_temperature_range():
-    X = np.random.default_rng(0).normal(size=(50, 2)) * 1e-160  # squared distances ~1e-320
-    with pytest.warns(CriticalTemperatureWarning):  # the clipped sigma is above sqrt(lambda_max)
-        model = SoftKMeans(3, random_state=0).fit(X)
-    assert model.sigma_ == SIGMA_MIN
+    weights = np.ones(2)
+    assert auto_sigma(np.array([1e-320, 0.0]), weights) == SIGMA_MIN
+    assert auto_sigma(np.array([1e307, 1e307]), weights) == SIGMA_MAX
+    assert auto_sigma(np.array([10.0, 30.0]), weights) == pytest.approx(np.sqrt(2.0))
