@@ -13,7 +13,6 @@ from abc import abstractmethod
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -35,30 +34,6 @@ from .exceptions import CriticalTemperatureWarning
 __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
 
 _HARD = RelaxationSpec("hard")
-
-
-def _check_magnitude(X, largest):
-    """``ValueError`` unless X's squared distances are normal numbers of its dtype.
-
-    ``largest`` is the largest squared row norm of X (in float64). Above
-    ``max / 16`` of the dtype squared distances would overflow; below
-    ``tiny / eps`` (about ``1e-31`` in float32, ``1e-292`` in float64) they
-    would be subnormal or 0 and lose their digits (a largest norm of 0 is
-    only legitimate for an all-zero X).
-    """
-    info = np.finfo(X.dtype)
-    high, low = float(info.max) / 16, float(info.tiny / info.eps)
-    if not largest <= high:
-        size, fate, limit = "large", "overflow", high
-    elif largest < low and (largest > 0 or (X.data if sp.issparse(X) else X).any()):
-        size, fate, limit = "small", "underflow", low
-    else:
-        return
-    raise ValueError(
-        f"X is too {size} in magnitude for {np.dtype(X.dtype).name}: squared distances would "
-        f"{fate} (largest squared norm {largest:.3g}, limit {limit:.3g}). Rescale the data, "
-        "for example with StandardScaler."
-    )
 
 
 class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
@@ -197,7 +172,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                                              ensure_non_negative=True)
         self._check_params_vs_input(X, sample_weight)
         rng = check_random_state(self.random_state)
-        engine = self._get_engine(X, sample_weight)
+        engine = get_engine(self.backend, X, sample_weight)
         best = None
         for i in range(self._n_init):
             centers = self._init_centers(X, engine, rng)
@@ -260,16 +235,10 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         return self.fit(X, sample_weight=sample_weight).transform(X)
 
     # -------------------------------------------------------------- inference
-    def _get_engine(self, X, sample_weight=None):
-        """The engine on validated X, after checking that squared distances fit the dtype."""
-        engine = get_engine(self.backend, X, sample_weight)
-        _check_magnitude(X, float(engine.x_sq.max()) if X.shape[0] else 0.0)
-        return engine
-
     def _engine_for(self, X):
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
-        return X, self._get_engine(X)
+        return X, get_engine(self.backend, X)
 
     def _centers64(self):
         return np.asarray(to_numpy(self.cluster_centers_), dtype=np.float64)

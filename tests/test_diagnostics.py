@@ -180,6 +180,15 @@ def test_bad_input_is_named(data, kwargs, match):
         certify(X, **args, **NP)
 
 
+@pytest.mark.parametrize(("scale", "match"), [(1e160, "too large"), (1e-160, "too small")])
+def test_data_whose_squared_distances_leave_float64_is_rejected(data, scale, match):
+    X, centers, _ = data
+    for call in (lambda: certify(X * scale, centers * scale, 1.0, **NP),
+                 lambda: margins(X * scale, centers * scale)):
+        with pytest.raises(ValueError, match=f"X is {match} in magnitude"):
+            call()
+
+
 def _fit(cls, X, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("error", CriticalTemperatureWarning)

@@ -10,9 +10,11 @@ missing only fails when its engine is asked for.
 import importlib
 from functools import lru_cache
 
+import numpy as np
+
 from ._namespace import is_cupy_array
 
-__all__ = ["BACKENDS", "get_engine", "resolve_backend"]
+__all__ = ["BACKENDS", "check_magnitude", "get_engine", "resolve_backend"]
 
 #: name -> (module, class, what it needs)
 BACKENDS = {
@@ -58,8 +60,42 @@ def resolve_backend(name, X=None):
     return "numba" if _numba_available() else "numpy"
 
 
+def check_magnitude(X, x_sq):
+    """``ValueError`` unless the squared distances of ``X`` are normal numbers of its dtype.
+
+    Above ``max / 16`` of the dtype squared distances would overflow; below
+    ``tiny / eps`` (about ``1e-31`` in float32, ``1e-292`` in float64) they
+    would be subnormal or 0 and lose their digits. A largest squared norm of
+    0 is only legitimate for an all-zero X.
+
+    Parameters
+    ----------
+    X : array or CSR matrix of shape (n_samples, n_features)
+    x_sq : ndarray of shape (n_samples,)
+        Squared row norms of X in float64 (an engine's ``x_sq``).
+    """
+    info = np.finfo(X.dtype)
+    largest = float(x_sq.max()) if len(x_sq) else 0.0
+    high, low = float(info.max) / 16, float(info.tiny / info.eps)
+    if not largest <= high:
+        size, fate, limit = "large", "overflow", high
+    elif largest < low and (largest > 0 or bool((X.data if hasattr(X, "indptr") else X).any())):
+        size, fate, limit = "small", "underflow", low
+    else:
+        return
+    raise ValueError(
+        f"X is too {size} in magnitude for {np.dtype(X.dtype).name}: squared distances would "
+        f"{fate} (largest squared norm {largest:.3g}, limit {limit:.3g}). Rescale the data, "
+        "for example with StandardScaler."
+    )
+
+
 def get_engine(name, X, sample_weight=None):
-    """Construct the engine ``name`` (after :func:`resolve_backend`) on ``X``."""
+    """Construct the engine ``name`` (after :func:`resolve_backend`) on ``X``.
+
+    ``ValueError`` if X's squared distances do not fit its dtype
+    (:func:`check_magnitude`).
+    """
     module_name, class_name, requirement = BACKENDS[resolve_backend(name, X)]
     try:
         module = importlib.import_module(module_name, __name__)
@@ -67,4 +103,6 @@ def get_engine(name, X, sample_weight=None):
         raise ImportError(
             f"backend={name!r} needs {requirement}, which could not be imported: {exc}"
         ) from exc
-    return getattr(module, class_name)(X, sample_weight)
+    engine = getattr(module, class_name)(X, sample_weight)
+    check_magnitude(X, engine.x_sq)
+    return engine
