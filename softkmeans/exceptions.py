@@ -1,6 +1,6 @@
 """Warnings and errors raised by softkmeans."""
 
-__all__ = ["CriticalTemperatureWarning"]
+__all__ = ["CompilationCacheWarning", "CriticalTemperatureWarning"]
 
 
 class CriticalTemperatureWarning(UserWarning):
@@ -25,4 +25,25 @@ class CriticalTemperatureWarning(UserWarning):
     ...     _ = SoftKMeans(n_clusters=2, sigma=10.0, random_state=0).fit(X)
     >>> any(issubclass(w.category, CriticalTemperatureWarning) for w in caught)
     True
+    """
+
+
+class CompilationCacheWarning(UserWarning):
+    """numba found no writable directory for its cache of the compiled kernels.
+
+    The numba engine's kernels are cached on disk, next to the installed
+    sources or in the user's cache directory, so that only the first fit after
+    an installation compiles them. Where neither is writable they are compiled
+    in every process, for several seconds on its first fit; the warning is
+    given once, when the engine is first used. Setting the environment
+    variable ``NUMBA_CACHE_DIR`` to a writable directory before Python starts
+    restores the cache.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from softkmeans.exceptions import CompilationCacheWarning
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", CompilationCacheWarning)
+    ...     import softkmeans._backends._numba  # warns only without a writable cache
     """

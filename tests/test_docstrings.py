@@ -7,7 +7,9 @@ import pytest
 
 import softkmeans
 
-PUBLIC_MODULES = ["softkmeans._soft", "softkmeans._entmax", "softkmeans._annealed"]
+PUBLIC_MODULES = ["softkmeans._soft", "softkmeans._entmax", "softkmeans._annealed",
+                  "softkmeans.diagnostics", "softkmeans.exceptions", "softkmeans.datasets",
+                  "softkmeans.experiments"]
 
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)

@@ -1,6 +1,7 @@
 """The numba engine against the numpy oracle, field by field."""
 
 import multiprocessing
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
@@ -11,6 +12,7 @@ import scipy.sparse as sp
 from numba import njit
 from threadpoolctl import threadpool_limits
 
+from softkmeans import SoftKMeans
 from softkmeans._backends import _numba, get_engine, resolve_backend
 from softkmeans._backends._array_engine import ArrayEngine
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
@@ -425,3 +427,30 @@ def test_compile_command_compiles_every_input_kind(capsys):
     for kernel in (dense_pass, csr_pass):
         for dtype in ("float32", "float64"):
             assert any(sig[0].dtype.name == dtype for sig in kernel.signatures)
+
+
+_WITHOUT_CACHE_DIRECTORY = """
+import warnings
+import numpy as np
+import scipy.sparse as sp
+from numba.core import caching
+caching.CacheImpl._locator_classes = []  # as on a read-only file system: no cache directory
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    from softkmeans._backends import _numba_rows
+assert _numba_rows.JIT_OPTIONS["cache"] is False
+assert [w.category.__name__ for w in caught] == ["CompilationCacheWarning"], caught
+from softkmeans import SoftKMeans
+X = sp.csr_matrix(np.random.default_rng(0).normal(size=(60, 3)))
+print(repr(SoftKMeans(3, random_state=0).fit(X).inertia_))
+"""
+
+
+def test_kernels_compile_without_a_writable_cache_directory():
+    """numba refuses ``cache=True`` where it finds no cache directory: compile uncached."""
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_CACHE_DIRECTORY], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    X = sp.csr_matrix(np.random.default_rng(0).normal(size=(60, 3)))
+    expected = SoftKMeans(3, random_state=0).fit(X).inertia_
+    assert float(done.stdout.strip()) == pytest.approx(expected, rel=1e-12)

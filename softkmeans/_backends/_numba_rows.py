@@ -25,11 +25,14 @@ Pruning, exactly:
 """
 
 import math
+import warnings
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
+
+from ..exceptions import CompilationCacheWarning
 
 __all__ = ["JIT_OPTIONS", "INNER_JIT_OPTIONS", "HARD", "SOFTMAX", "ENTMAX", "KINDS",
            "SOFTMAX_SKIP_EPS", "exp_nonpositive", "exp_nonpositive32", "exp_as",
@@ -54,11 +57,41 @@ _C13, _C12, _C11, _C10, _C9, _C8, _C7, _C6, _C5, _C4, _C3, _C2, _C1, _C0 = (
     1.0 / math.factorial(j) for j in range(13, -1, -1)
 )
 
-#: numba options of every kernel: cached on disk; ``contract`` lets LLVM fuse
-#: multiply-adds (it changes results by rounding only; no other fast-math flag is set,
-#: so inf, nan and underflow keep their IEEE behaviour); no wrapper for calls from C,
-#: which numba would otherwise generate (and compile) for every function.
-JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": {"contract"}, "no_cfunc_wrapper": True}
+
+def _cache_probe():
+    """A function numba is asked to cache, to learn whether it can (:func:`_can_cache`)."""
+
+
+def _can_cache():
+    """Whether numba has a writable cache directory for the kernels of this package.
+
+    numba looks for one next to the source files, then in the user's cache
+    directory (``NUMBA_CACHE_DIR`` takes precedence over both). Where none is
+    writable (a read-only installation and home directory, as in some
+    containers and serverless runtimes) a function defined with
+    ``cache=True`` fails to be defined at all; the kernels are then compiled
+    without the cache, in every process, and a
+    :class:`~softkmeans.exceptions.CompilationCacheWarning` says so once.
+    """
+    try:
+        njit(cache=True)(_cache_probe)
+    except RuntimeError as exc:
+        warnings.warn(
+            f"numba cannot cache softkmeans' kernels ({exc}): every process compiles them "
+            "again, for several seconds on its first fit. Set the environment variable "
+            "NUMBA_CACHE_DIR to a writable directory to keep them.",
+            CompilationCacheWarning, stacklevel=2,
+        )
+        return False
+    return True
+
+
+#: numba options of every kernel: cached on disk where numba can (:func:`_can_cache`);
+#: ``contract`` lets LLVM fuse multiply-adds (it changes results by rounding only; no other
+#: fast-math flag is set, so inf, nan and underflow keep their IEEE behaviour); no wrapper
+#: for calls from C, which numba would otherwise generate (and compile) for every function.
+JIT_OPTIONS = {"cache": _can_cache(), "nogil": True, "fastmath": {"contract"},
+               "no_cfunc_wrapper": True}
 #: Options of a kernel that only other kernels call: no wrapper for calls from Python either.
 INNER_JIT_OPTIONS = {**JIT_OPTIONS, "no_cpython_wrapper": True}
 _JIT = JIT_OPTIONS
