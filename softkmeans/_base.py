@@ -28,6 +28,7 @@ from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.temperature import auto_sigma, lambda_max
+from ._validation import canonical_csr
 from .diagnostics import fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
@@ -92,10 +93,10 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             from ._backends._cupy import check_cupy_array
 
             return check_cupy_array(self, X, reset)
-        return validate_data(
+        return canonical_csr(validate_data(
             self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32],
             order="C", accept_large_sparse=False,
-        )
+        ))
 
     def _check_params_vs_input(self, X, sample_weight):
         """Data-dependent checks that ``_parameter_constraints`` cannot express."""

@@ -37,6 +37,7 @@ from ._core.bounds import BoundCheck, Certificate
 from ._core.optimize import weighted_means
 from ._core.responsibilities import RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
+from ._validation import canonical_csr
 
 __all__ = [
     "BoundCheck",
@@ -60,7 +61,8 @@ _HARD = RelaxationSpec("hard")
 
 # ------------------------------------------------------------ validation
 def _engine(X, sample_weight, backend):
-    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], input_name="X")
+    X = canonical_csr(check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32],
+                                  input_name="X"))
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if not np.any(weights > 0):
         raise ValueError("sample_weight is zero for every sample; at least one must be > 0.")
@@ -352,7 +354,8 @@ def critical_sigma(X, sample_weight=None):
     >>> critical_sigma([[-1.0, 0.0], [1.0, 0.0]])
     1.0
     """
-    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], input_name="X")
+    X = canonical_csr(check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32],
+                                  input_name="X"))
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     return float(np.sqrt(lambda_max(X, weights)))
 

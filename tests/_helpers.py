@@ -1,6 +1,7 @@
 """Data generators shared by the tests."""
 
 import numpy as np
+import scipy.sparse as sp
 
 
 def make_mixture(n_per=60, k=3, d=2, spread=0.3, scale=4.0, seed=0):
@@ -14,3 +15,17 @@ def make_mixture(n_per=60, k=3, d=2, spread=0.3, scale=4.0, seed=0):
     labels = np.repeat(np.arange(k), n_per)
     order = rng.permutation(len(X))
     return X[order], labels[order], means
+
+
+def noncanonical_csr(X):
+    """CSR matrix equal to ``X`` whose every entry is stored twice (a quarter and three
+    quarters of its value) and whose column indices are in decreasing order in each row."""
+    canonical = sp.csr_matrix(X)
+    starts, stops = canonical.indptr[:-1], canonical.indptr[1:]
+    rows = list(zip(starts, stops, strict=True))
+    indices = [np.tile(canonical.indices[a:b], 2)[::-1] for a, b in rows]
+    data = [np.concatenate([0.25 * canonical.data[a:b], 0.75 * canonical.data[a:b]])[::-1]
+            for a, b in rows]
+    indptr = np.concatenate([[0], np.cumsum(2 * (stops - starts))])
+    return sp.csr_matrix((np.concatenate(data), np.concatenate(indices), indptr),
+                         shape=canonical.shape)

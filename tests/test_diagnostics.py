@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import noncanonical_csr
 from scipy.special import logsumexp, softmax
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
@@ -187,6 +188,15 @@ def test_data_whose_squared_distances_leave_float64_is_rejected(data, scale, mat
                  lambda: margins(X * scale, centers * scale)):
         with pytest.raises(ValueError, match=f"X is {match} in magnitude"):
             call()
+
+
+def test_csr_with_duplicate_entries_equals_dense(data):
+    X, centers, weights = data
+    dense = certify(X, centers, 0.9, sample_weight=weights, **NP).constants
+    sparse = certify(noncanonical_csr(X), centers, 0.9, sample_weight=weights, **NP).constants
+    for key in ("softmax_gap", "tsallis_gap", "inertia", "R", "B"):
+        assert sparse[key] == pytest.approx(dense[key], rel=1e-9), key
+    assert critical_sigma(noncanonical_csr(X)) == pytest.approx(critical_sigma(X), rel=1e-12)
 
 
 def _fit(cls, X, **kwargs):

@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _helpers import make_mixture
+from _helpers import make_mixture, noncanonical_csr
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
 
@@ -96,6 +96,21 @@ def test_dtype_preserved_and_sparse_equals_dense(make, dtype, blobs):
     np.testing.assert_array_equal(dense.predict(sp.csr_matrix(X)), dense.labels_)
     np.testing.assert_allclose(dense.predict_proba(sp.csr_matrix(X)), dense.predict_proba(X),
                                rtol=rtol, atol=1e-6)
+
+
+@pytest.mark.parametrize("make", ALL, ids=IDS)
+def test_csr_with_duplicate_entries_equals_dense(make, blobs):
+    X = blobs[0]
+    X_dup = noncanonical_csr(X)
+    assert not X_dup.has_canonical_format and np.allclose(X_dup.toarray(), X)
+    stored = X_dup.nnz
+    dense = make(random_state=1).fit(X)
+    sparse = make(random_state=1).fit(X_dup)
+    assert X_dup.nnz == stored and not X_dup.has_canonical_format  # the input is left alone
+    np.testing.assert_allclose(sparse.inertia_, dense.inertia_, rtol=1e-9)
+    np.testing.assert_allclose(sparse.cluster_centers_, dense.cluster_centers_, rtol=1e-9,
+                               atol=1e-9)
+    np.testing.assert_allclose(dense.transform(X_dup), dense.transform(X), rtol=1e-9)
 
 
 def test_pandas_frames_and_set_output(blobs):
