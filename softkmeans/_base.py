@@ -92,7 +92,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         if is_cupy_array(X):
             from ._backends._cupy import check_cupy_array
 
-            return check_cupy_array(self, X, reset)
+            return canonical_csr(check_cupy_array(self, X, reset))
         return canonical_csr(validate_data(
             self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32],
             order="C", accept_large_sparse=False,

@@ -1,7 +1,5 @@
 """Input preparation shared by the estimators and the diagnostics."""
 
-import scipy.sparse as sp
-
 __all__ = ["canonical_csr"]
 
 
@@ -16,7 +14,7 @@ def canonical_csr(X):
 
     Parameters
     ----------
-    X : ndarray or CSR matrix
+    X : ndarray or CSR matrix (scipy or CuPy)
 
     Returns
     -------
@@ -33,7 +31,7 @@ def canonical_csr(X):
     >>> X.nnz, canonical_csr(X).nnz, canonical_csr(X).toarray()
     (2, 1, array([[3., 0.]]))
     """
-    if sp.issparse(X) and not X.has_canonical_format:
+    if getattr(X, "has_canonical_format", True) is False:  # scipy's and CuPy's CSR
         X = X.copy()
         X.sum_duplicates()
     return X

@@ -276,3 +276,21 @@ def test_estimators_keep_cupy_inputs_on_the_gpu(Estimator):
     assert isinstance(host.cluster_centers_, np.ndarray)
     assert isinstance(host.predict_proba(X), np.ndarray)
     assert np.isfinite(model.score(cupy.asarray(X)))
+
+
+@pytest.mark.gpu
+@gpu
+def test_cupy_csr_with_duplicate_entries_equals_dense():
+    import cupy
+    import cupyx.scipy.sparse as cusparse
+    from _helpers import noncanonical_csr
+
+    rng = np.random.default_rng(6)
+    X = np.vstack([rng.normal(c, 0.4, size=(60, 3)) for c in (0, 3, 6)])
+    host = noncanonical_csr(X)
+    X_dup = cusparse.csr_matrix((cupy.asarray(host.data), cupy.asarray(host.indices),
+                                 cupy.asarray(host.indptr)), shape=host.shape)
+    assert X_dup.nnz == 2 * np.count_nonzero(X)  # every entry stored twice
+    ref = SoftKMeans(3, sigma=0.5, random_state=0).fit(X)
+    model = SoftKMeans(3, sigma=0.5, random_state=0).fit(X_dup)
+    assert_allclose(float(model.inertia_), ref.inertia_, rtol=1e-9)
