@@ -95,7 +95,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             return canonical_csr(check_cupy_array(self, X, reset))
         return canonical_csr(validate_data(
             self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32],
-            order="C", accept_large_sparse=False,
+            order="C",
         ))
 
     def _check_params_vs_input(self, X, sample_weight):

@@ -1,16 +1,22 @@
 """Input preparation shared by the estimators and the diagnostics."""
 
+import numpy as np
+
 __all__ = ["canonical_csr"]
+
+_INT32_MAX = np.iinfo(np.int32).max
 
 
 def canonical_csr(X):
-    """``X`` itself, or a canonical copy of a CSR matrix that is not in canonical format.
+    """``X`` itself, or a copy of a CSR matrix in the form the engines read.
 
     scipy lets a CSR matrix store several entries for one position (the value
-    is their sum) and column indices out of order. The engines read the
-    stored entries directly (a squared row norm is the sum of the squared
-    entries), so they need one entry per position. The caller's matrix is not
-    modified.
+    is their sum), column indices out of order, and 64-bit indices for any
+    size. The engines read the stored entries directly (a squared row norm is
+    the sum of the squared entries) with 32-bit indices, so a matrix that is
+    not in canonical format gets its duplicates summed and its indices
+    sorted, and 64-bit indices become 32-bit ones where they fit. The
+    caller's matrix is not modified.
 
     Parameters
     ----------
@@ -19,7 +25,11 @@ def canonical_csr(X):
     Returns
     -------
     ndarray or CSR matrix
-        ``X``, or a copy with duplicate entries summed and indices sorted.
+
+    Raises
+    ------
+    ValueError
+        For a matrix with more stored entries or columns than 32-bit indices reach.
 
     Examples
     --------
@@ -31,7 +41,19 @@ def canonical_csr(X):
     >>> X.nnz, canonical_csr(X).nnz, canonical_csr(X).toarray()
     (2, 1, array([[3., 0.]]))
     """
+    if not hasattr(X, "indptr"):
+        return X
     if getattr(X, "has_canonical_format", True) is False:  # scipy's and CuPy's CSR
         X = X.copy()
         X.sum_duplicates()
+    if X.indices.dtype == np.int32 and X.indptr.dtype == np.int32:
+        return X
+    if X.nnz > _INT32_MAX or X.shape[1] > _INT32_MAX:
+        raise ValueError(
+            f"X has {X.nnz} stored entries and {X.shape[1]} columns; the sparse kernels "
+            f"index them with 32-bit integers (at most {_INT32_MAX})."
+        )
+    X = X.copy()
+    X.indices = X.indices.astype(np.int32)
+    X.indptr = X.indptr.astype(np.int32)
     return X

@@ -98,6 +98,18 @@ def test_dtype_preserved_and_sparse_equals_dense(make, dtype, blobs):
                                rtol=rtol, atol=1e-6)
 
 
+@pytest.mark.parametrize("make", ALL[:3], ids=IDS[:3])
+def test_csr_with_64_bit_indices_equals_32_bit(make, blobs):
+    X = sp.csr_matrix(blobs[0])
+    X64 = X.copy()
+    X64.indices, X64.indptr = X.indices.astype(np.int64), X.indptr.astype(np.int64)
+    dense = make(random_state=1).fit(X)
+    wide = make(random_state=1).fit(X64)
+    assert X64.indices.dtype == np.int64  # the input is left alone
+    np.testing.assert_allclose(wide.cluster_centers_, dense.cluster_centers_, rtol=1e-12)
+    np.testing.assert_array_equal(wide.predict(X64), dense.labels_)
+
+
 @pytest.mark.parametrize("make", ALL, ids=IDS)
 def test_csr_with_duplicate_entries_equals_dense(make, blobs):
     X = blobs[0]
