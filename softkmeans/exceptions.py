@@ -11,7 +11,8 @@ class CriticalTemperatureWarning(UserWarning):
     local minimizer of ``F_sigma`` (Prop. 9 of the paper), and the alternating
     update typically brings all centroids there: the clustering collapses.
     Entmax estimators are not warned: their sparse responsibilities keep
-    distant centroids apart at this temperature.
+    distant centroids apart at this temperature. Neither is a fit with a
+    single centroid, whose answer is the data mean at every temperature.
 
     Examples
     --------

@@ -199,10 +199,10 @@ def test_csr_with_duplicate_entries_equals_dense(data):
     assert critical_sigma(noncanonical_csr(X)) == pytest.approx(critical_sigma(X), rel=1e-12)
 
 
-def _fit(cls, X, **kwargs):
+def _fit(cls, X, n_clusters=3, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("error", CriticalTemperatureWarning)
-        return cls(3, random_state=0, backend="numpy", **kwargs).fit(X)
+        return cls(n_clusters, random_state=0, backend="numpy", **kwargs).fit(X)
 
 
 @pytest.mark.parametrize(("cls", "kwargs"), [
@@ -237,6 +237,7 @@ def test_warning_above_critical_temperature(data):
         SoftKMeans(3, sigma=1.1 * sigma_c, random_state=0, backend="numpy").fit(X)
     _fit(SoftKMeans, X, sigma=0.9 * sigma_c)
     _fit(EntmaxKMeans, X, sigma=1.1 * sigma_c)  # Prop. 9 is about F_sigma only
+    _fit(SoftKMeans, X, n_clusters=1, sigma=1.1 * sigma_c)  # one centroid: the mean anyway
 
 
 def test_bounds_tolerances_follow_appendix_c():
