@@ -123,6 +123,12 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                     f"init has shape {init.shape}; expected (n_clusters, n_features) = "
                     f"({self.n_clusters}, {X.shape[1]})."
                 )
+            if self._n_init != 1:
+                warnings.warn(
+                    f"Explicit initial centroids passed: performing one initialization in "
+                    f"{type(self).__name__} instead of n_init={self._n_init}.",
+                    RuntimeWarning, stacklevel=3,
+                )
             self._n_init = 1
             self._init_array = init.astype(np.float64)
 

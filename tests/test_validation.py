@@ -136,3 +136,9 @@ def test_all_zero_data_is_not_too_small():
     model = SoftKMeans(3, random_state=0).fit(zeros)
     assert model.inertia_ == 0.0
     np.testing.assert_array_equal(model.predict(zeros), model.labels_)
+
+
+def test_array_init_with_several_inits_warns_and_runs_once():
+    with pytest.warns(RuntimeWarning, match="instead of n_init=4"):
+        model = SoftKMeans(3, init=X[:3], n_init=4).fit(X)
+    assert model.n_iter_ >= 1
