@@ -60,9 +60,14 @@ _HARD = RelaxationSpec("hard")
 
 
 # ------------------------------------------------------------ validation
+def _data(X):
+    """X as a float array or a canonical CSR matrix (:func:`~._validation.canonical_csr`)."""
+    return canonical_csr(check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32],
+                                     input_name="X"))
+
+
 def _engine(X, sample_weight, backend):
-    X = canonical_csr(check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32],
-                                  input_name="X"))
+    X = _data(X)
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if not np.any(weights > 0):
         raise ValueError("sample_weight is zero for every sample; at least one must be > 0.")
@@ -354,8 +359,7 @@ def critical_sigma(X, sample_weight=None):
     >>> critical_sigma([[-1.0, 0.0], [1.0, 0.0]])
     1.0
     """
-    X = canonical_csr(check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32],
-                                  input_name="X"))
+    X = _data(X)
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     return float(np.sqrt(lambda_max(X, weights)))
 
