@@ -381,8 +381,10 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         else:
             sigma = float(self.sigma)
         self._resolved_spec = self._spec(sigma)
-        collapse_matters = self._resolved_spec.kind == "softmax" and self.n_clusters > 1
-        if collapse_matters and sigma > self._critical_sigma:  # one centroid: the mean anyway
+        # One centroid, or data on one point: the mean is the answer at every temperature.
+        collapse_matters = (self._resolved_spec.kind == "softmax" and self.n_clusters > 1
+                            and self._critical_sigma > 0)
+        if collapse_matters and sigma > self._critical_sigma:
             warnings.warn(
                 f"sigma={sigma:.4g} is above the critical temperature sqrt(lambda_max)="
                 f"{self._critical_sigma:.4g} of the data: all centroids may collapse to the "

@@ -12,7 +12,8 @@ class CriticalTemperatureWarning(UserWarning):
     update typically brings all centroids there: the clustering collapses.
     Entmax estimators are not warned: their sparse responsibilities keep
     distant centroids apart at this temperature. Neither is a fit with a
-    single centroid, whose answer is the data mean at every temperature.
+    single centroid, or on data that sit on one point: their answer is the
+    data mean at every temperature.
 
     Examples
     --------

@@ -1,5 +1,7 @@
 """Bad input is rejected with a ValueError/TypeError that names the problem."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -130,10 +132,11 @@ def test_values_whose_squares_underflow_are_rejected(dtype, scale, sparse):
             Estimator(3).fit(Xsmall)
 
 
-@pytest.mark.filterwarnings("ignore::softkmeans.exceptions.CriticalTemperatureWarning")
 def test_all_zero_data_is_not_too_small():
     zeros = np.zeros((20, 3))
-    model = SoftKMeans(3, random_state=0).fit(zeros)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor above a critical temperature of 0
+        model = SoftKMeans(3, random_state=0).fit(zeros)
     assert model.inertia_ == 0.0
     np.testing.assert_array_equal(model.predict(zeros), model.labels_)
 
