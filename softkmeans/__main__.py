@@ -35,9 +35,14 @@ def main(argv=None):
     parser.parse_args(argv)
     if args.command == "compile":
         from ._backends._numba import compile_kernels
+        from ._backends._numba_rows import JIT_OPTIONS
 
         print("numba kernels (compiled, or loaded from the cache when up to date):")
         compile_kernels(file=sys.stdout)
+        if not JIT_OPTIONS["cache"]:
+            print("numba has no writable cache directory here: the kernels were compiled for "
+                  "this process only (set NUMBA_CACHE_DIR to keep them).")
+            return 1
         return 0
     from ._demo import run_demo
 

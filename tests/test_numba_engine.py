@@ -429,6 +429,15 @@ def test_compile_command_compiles_every_input_kind(capsys):
             assert any(sig[0].dtype.name == dtype for sig in kernel.signatures)
 
 
+def test_compile_command_fails_without_a_cache_directory(capsys, monkeypatch):
+    from softkmeans.__main__ import main
+    from softkmeans._backends import _numba_rows
+
+    monkeypatch.setitem(_numba_rows.JIT_OPTIONS, "cache", False)
+    assert main(["compile"]) == 1
+    assert "set NUMBA_CACHE_DIR" in capsys.readouterr().out
+
+
 _WITHOUT_CACHE_DIRECTORY = """
 import warnings
 import numpy as np
