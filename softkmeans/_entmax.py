@@ -42,9 +42,10 @@ class EntmaxKMeans(FixedTemperatureKMeans):
 margin_min_, identification_sigma_, critical_sigma_, beta_, gap_, bounds_, \
 n_features_in_, feature_names_in_, path_
         As in :class:`SoftKMeans`.
-    n_unidentified_ : int
+    n_unidentified_ : float
         Number of training samples whose margin is below ``2 sigma^2 / (alpha - 1)``,
-        i.e. whose responsibilities are not one-hot.
+        i.e. whose responsibilities are not one-hot; with ``sample_weight``, their
+        weight (the ``N_sigma`` of the bounds in ``bounds_``).
     objective_ : float
         ``F^alpha_sigma = sum_i [sum_j r_ij d_ij - 2 sigma^2 H_alpha(r_i)]`` at
         ``cluster_centers_``.

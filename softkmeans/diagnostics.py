@@ -96,7 +96,7 @@ class _Configuration:
     """The hard constants of one configuration, from one hard pass and the radii passes."""
 
     hard: object  # PassStats of the hard relaxation (with sums)
-    positive: np.ndarray
+    weights: np.ndarray
     margin_min: float
     weight_at_min: float
     total_weight: float
@@ -130,7 +130,7 @@ def _configuration(engine, centers, hard=None):
     farthest = np.sqrt(engine.max_sq_distances(np.vstack([lloyd, centers])))
     radii, R = farthest[:k], float(farthest[k:].max())
     return _Configuration(
-        hard, positive, margin_min, weight_at_min, total, lloyd,
+        hard, weights, margin_min, weight_at_min, total, lloyd,
         float(hard.masses.min() / total), radii, R,
         float(np.sqrt(engine.x_sq[positive].max())),
     )
@@ -309,7 +309,8 @@ def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, back
     An observation is identified exactly when its margin reaches
     ``2 sigma^2 / (alpha - 1)`` (``4 sigma^2`` at alpha = 1.5; Lemma 19,
     Prop. 22): the others lie within ``2 sigma^2 / ||mu_j - mu_l||`` of a
-    bisector. Observations with zero weight are not counted.
+    bisector. With sample weights it is the weight of those observations (the
+    ``N_sigma`` of the weighted bounds, as in :func:`certify`).
 
     Parameters
     ----------
@@ -322,18 +323,19 @@ def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, back
 
     Returns
     -------
-    n_unidentified : int
+    n_unidentified : float
+        A whole number without ``sample_weight``.
 
     Examples
     --------
     >>> from softkmeans.diagnostics import unidentified_count
     >>> unidentified_count([[0.0], [1.0], [4.0]], [[0.0], [3.0]], sigma=1.0)
-    1
+    1.0
     """
-    width = bounds.unidentified_width(check_sigma(sigma), _alpha(alpha))
+    sigma, alpha = check_sigma(sigma), _alpha(alpha)
     engine = _engine(X, sample_weight, backend)
     stats = engine.estep(_centers(centers, engine), _HARD, with_sums=False)
-    return int(np.count_nonzero((stats.margins < width) & (engine.sample_weight > 0)))
+    return _unidentified_weight(stats.margins, engine.sample_weight, sigma, alpha)
 
 
 def critical_sigma(X, sample_weight=None):
@@ -374,9 +376,9 @@ def _passes(engine, centers, sigma, alpha, known=None):
             for kind, spec in specs.items()}
 
 
-def _unidentified_weight(config, engine, sigma, alpha):
-    width = bounds.unidentified_width(sigma, alpha)
-    return float(engine.sample_weight[config.positive & (config.hard.margins < width)].sum())
+def _unidentified_weight(margins, weights, sigma, alpha):
+    """``N_sigma``: the weight of the observations whose margin is below the entmax width."""
+    return float(weights[margins < bounds.unidentified_width(sigma, alpha)].sum())
 
 
 def _value_checks(engine, config, passes, sigma, alpha):
@@ -385,7 +387,8 @@ def _value_checks(engine, config, passes, sigma, alpha):
     soft, ent = passes["softmax"].gap, passes["entmax"].gap
     tol = bounds.tol_value(n, k, float(engine.sample_weight.max()), config.R**2, sigma, alpha)
     lower, upper = bounds.margin_gap_bounds(config.margin_min, sigma, k, W, config.weight_at_min)
-    unidentified = _unidentified_weight(config, engine, sigma, alpha)
+    unidentified = _unidentified_weight(config.hard.margins, engine.sample_weight, sigma,
+                                        alpha)
     return [
         BoundCheck("softmax_gap_nonnegative", "Thm 4", soft, 0.0, 0.0, ">="),
         BoundCheck("softmax_gap_uniform", "Thm 4", soft,
@@ -419,7 +422,8 @@ def _map_checks(engine, config, passes, centers, sigma, alpha, constants):
     soft_err = np.linalg.norm(weighted_means(passes["softmax"], centers) - config.lloyd, axis=1)
     ent_err = np.linalg.norm(weighted_means(passes["entmax"], centers) - config.lloyd, axis=1)
     q = bounds.q_factor(config.margin_min, sigma, k)
-    unidentified = _unidentified_weight(config, engine, sigma, alpha)
+    unidentified = _unidentified_weight(config.hard.margins, engine.sample_weight, sigma,
+                                        alpha)
     lloyd_fixed = float(np.max(np.linalg.norm(config.lloyd - centers, axis=1))) <= tol
     eps = constants["eps"] if lloyd_fixed and constants["hypothesis"] else np.inf
     return [
@@ -438,9 +442,8 @@ def _constants(config, sigma, alpha):
            "margin_min": config.margin_min, "beta": bounds.beta(config.margin_min, sigma),
            "rho": config.rho, "B": float(config.radii.max()), "R": config.R,
            "q": bounds.q_factor(config.margin_min, sigma, k),
-           "n_unidentified": int(np.count_nonzero(
-               config.positive
-               & (config.hard.margins < bounds.unidentified_width(sigma, alpha)))),
+           "n_unidentified": _unidentified_weight(config.hard.margins, config.weights, sigma,
+                                                  alpha),
            "identification_sigma": float(bounds.identification_sigma(config.margin_min, alpha))}
     out.update(bounds.fixed_point_constants(config.margin_min, config.R, config.rho, k, sigma))
     return out

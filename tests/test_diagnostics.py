@@ -199,6 +199,21 @@ def test_csr_with_duplicate_entries_equals_dense(data):
     assert critical_sigma(noncanonical_csr(X)) == pytest.approx(critical_sigma(X), rel=1e-12)
 
 
+def test_unidentified_count_is_a_weight_sum_like_the_bounds(data):
+    X, centers, _ = data
+    counts = np.arange(len(X)) % 3  # integer weights, some 0
+    weighted = unidentified_count(X, centers, 0.9, sample_weight=counts, **NP)
+    assert weighted == unidentified_count(np.repeat(X, counts, 0), centers, 0.9, **NP)
+    assert weighted == certify(X, centers, 0.9, sample_weight=counts, **NP).constants[
+        "n_unidentified"]
+    model = _fit(EntmaxKMeans, X, sigma=0.9, init=centers, max_iter=1)
+    repeated = _fit(EntmaxKMeans, np.repeat(X, counts, 0), sigma=0.9, init=centers, max_iter=1)
+    weighted_model = EntmaxKMeans(3, sigma=0.9, init=centers, max_iter=1, backend="numpy").fit(
+        X, sample_weight=counts)
+    assert weighted_model.n_unidentified_ == repeated.n_unidentified_
+    assert model.n_unidentified_ == unidentified_count(X, model.cluster_centers_, 0.9, **NP)
+
+
 def _fit(cls, X, n_clusters=3, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("error", CriticalTemperatureWarning)

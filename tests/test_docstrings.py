@@ -2,6 +2,7 @@
 
 import doctest
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +25,14 @@ def test_examples_in_docstrings_run(module_name):
 def test_public_names_have_an_examples_section(name):
     doc = getattr(softkmeans, name).__doc__
     assert doc and "Examples\n    --------" in doc
+
+
+DOC_PAGES = sorted((Path(__file__).resolve().parents[1] / "doc").glob("*.rst"))
+
+
+@pytest.mark.parametrize("page", [p for p in DOC_PAGES if ">>>" in p.read_text()],
+                         ids=lambda p: p.name)
+def test_examples_in_doc_pages_run(page):
+    result = doctest.testfile(str(page), module_relative=False,
+                              optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    assert result.failed == 0
