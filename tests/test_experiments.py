@@ -135,3 +135,27 @@ def test_main_cli(tmp_path, capsys):
 def test_unknown_family(tmp_path):
     with pytest.raises(ValueError, match="Unknown families"):
         run(out=tmp_path, config=TINY, families=("nope",))
+
+
+@pytest.mark.parametrize(("changes", "match"), [
+    ({"n_init": 0}, "n_init must be a positive integer"),
+    ({"max_iter": 2.5}, "max_iter must be a positive integer"),
+    ({"tol": -1.0}, "tol must be non-negative"),
+    ({"datasets": ("nosuch",)}, "datasets must be some of"),
+    ({"datasets": ()}, "datasets must be some of"),
+])
+def test_bad_config_is_named(changes, match):
+    with pytest.raises(ValueError, match=match):
+        Config.quick(**changes)
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["--n-init", "0"], "n_init must be a positive integer"),
+    (["--datasets", "nosuch"], "datasets must be some of"),
+    (["--out", "/proc/softkmeans-cannot-be-here"], "cannot create the output folder"),
+])
+def test_cli_reports_bad_arguments_without_a_traceback(args, match, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["reproduce", "--quick", "--no-progress", *args])
+    assert exit_info.value.code == 2
+    assert match in capsys.readouterr().err

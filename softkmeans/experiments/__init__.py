@@ -143,7 +143,13 @@ def main(argv=None):
         changes["n_init"] = args.n_init
     if args.datasets is not None:
         changes["datasets"] = tuple(args.datasets)
-    config = replace(config, **changes)
+    try:
+        config = replace(config, **changes)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except ValueError as exc:
+        parser.error(str(exc))
+    except OSError as exc:
+        parser.error(f"cannot create the output folder {args.out!r}: {exc.strerror}")
     path = run(args.quick, args.out, config=config, families=args.families,
                progress=not args.no_progress)
     print(f"Report written to {path}")

@@ -68,6 +68,21 @@ class Config:
     path_sigmas: tuple = (2.0, 0.02, 22)
     n_timing_repeats: int = 3
 
+    def __post_init__(self):
+        counts = {"n_init": self.n_init, "max_iter": self.max_iter,
+                  "n_temperatures": self.n_temperatures,
+                  "n_first_temperature": self.n_first_temperature,
+                  "n_timing_repeats": self.n_timing_repeats}
+        for name, value in counts.items():
+            if not (isinstance(value, (int, np.integer)) and value >= 1):
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        if not self.tol >= 0:
+            raise ValueError(f"tol must be non-negative; got {self.tol!r}.")
+        unknown = [name for name in self.datasets if name not in DATASETS]
+        if unknown or not self.datasets:
+            raise ValueError(f"datasets must be some of {list(DATASETS)}; got "
+                             f"{list(self.datasets)!r}.")
+
     @classmethod
     def full(cls, **changes):
         """The paper's sizes: M = 200, T = 150, 40 annealing temperatures."""
