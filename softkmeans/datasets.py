@@ -40,11 +40,13 @@ Examples
 
 from dataclasses import dataclass
 from functools import partial
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn import datasets as skd
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 __all__ = ["DatasetSpec", "DATASETS", "PLANAR", "SEPARATIONS", "DIMENSIONS", "load",
            "make_spiral", "make_separation", "make_high_dim_blobs"]
@@ -56,7 +58,14 @@ DIMENSIONS = (5, 10, 50)
 #: Number of points of every synthetic dataset.
 N_SYNTHETIC = 300
 
+_POSITIVE_INT = Interval(Integral, 1, None, closed="left")
+_NON_NEGATIVE = Interval(Real, 0, None, closed="left")
+_POSITIVE = Interval(Real, 0, None, closed="neither")
 
+
+@validate_params({"n_samples": [_POSITIVE_INT], "n_arms": [_POSITIVE_INT],
+                  "radius": [_POSITIVE], "turns": [_NON_NEGATIVE], "noise": [_NON_NEGATIVE],
+                  "random_state": ["random_state"]}, prefer_skip_nested_validation=True)
 def make_spiral(n_samples=300, *, n_arms=3, radius=3.0, turns=1.0, noise=0.05,
                 random_state=None):
     """Points along the arms of a planar spiral, one label per arm.
@@ -97,6 +106,8 @@ def make_spiral(n_samples=300, *, n_arms=3, radius=3.0, turns=1.0, noise=0.05,
     return X + noise * rng.standard_normal(X.shape), y
 
 
+@validate_params({"n_samples": [_POSITIVE_INT], "delta": [_NON_NEGATIVE], "std": [_NON_NEGATIVE],
+                  "random_state": ["random_state"]}, prefer_skip_nested_validation=True)
 def make_separation(n_samples=300, *, delta=1.0, std=0.35, random_state=None):
     """Three isotropic blobs whose centers form an equilateral triangle of side ``delta``.
 
@@ -126,6 +137,9 @@ def make_separation(n_samples=300, *, delta=1.0, std=0.35, random_state=None):
                           random_state=random_state)
 
 
+@validate_params({"n_samples": [_POSITIVE_INT], "n_features": [_POSITIVE_INT],
+                  "n_centers": [_POSITIVE_INT], "std": [_NON_NEGATIVE], "spread": [_NON_NEGATIVE],
+                  "random_state": ["random_state"]}, prefer_skip_nested_validation=True)
 def make_high_dim_blobs(n_samples=300, *, n_features=10, n_centers=3, std=1.0, spread=6.0,
                         random_state=None):
     """Isotropic blobs in ``n_features`` dimensions with centers drawn from N(0, spread^2 I).
@@ -230,6 +244,9 @@ DATASETS = _registry()
 PLANAR = ("blobs", "moons", "spiral", "circles")
 
 
+@validate_params({"name": [StrOptions(set(DATASETS))], "n_samples": [_POSITIVE_INT],
+                  "random_state": [Interval(Integral, 0, None, closed="left")],
+                  "return_labels": ["boolean"]}, prefer_skip_nested_validation=True)
 def load(name, *, n_samples=N_SYNTHETIC, random_state=0, return_labels=False):
     """Load one benchmark dataset by name.
 
@@ -259,8 +276,6 @@ def load(name, *, n_samples=N_SYNTHETIC, random_state=0, return_labels=False):
     >>> X.shape, k
     ((300, 2), 3)
     """
-    if name not in DATASETS:
-        raise ValueError(f"Unknown dataset {name!r}; expected one of {list(DATASETS)}.")
     spec = DATASETS[name]
     X, y = spec.make(n_samples, random_state)
     X = np.asarray(X, dtype=np.float64)

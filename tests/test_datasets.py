@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from softkmeans.datasets import DATASETS, PLANAR, SEPARATIONS, load, make_separation
+from softkmeans.datasets import (
+    DATASETS,
+    PLANAR,
+    SEPARATIONS,
+    load,
+    make_high_dim_blobs,
+    make_separation,
+    make_spiral,
+)
 
 EXPECTED = {"blobs": (300, 2, 4), "moons": (300, 2, 2), "spiral": (300, 2, 3),
             "circles": (300, 2, 2), "blobs_5d": (300, 5, 3), "blobs_10d": (300, 10, 3),
@@ -49,5 +57,18 @@ def test_separation_gap_is_distance_between_centers():
 
 
 def test_unknown_name():
-    with pytest.raises(ValueError, match="Unknown dataset"):
+    with pytest.raises(ValueError, match="The 'name' parameter of load must be a str among"):
         load("mnist")
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: make_spiral(0), "'n_samples' parameter of make_spiral"),
+    (lambda: make_spiral(30, n_arms=0), "'n_arms' parameter of make_spiral"),
+    (lambda: make_separation(2.5), "'n_samples' parameter of make_separation"),
+    (lambda: make_separation(30, delta=-1.0), "'delta' parameter of make_separation"),
+    (lambda: make_high_dim_blobs(30, n_features=0), "'n_features' parameter"),
+    (lambda: load("iris", random_state="x"), "'random_state' parameter of load"),
+])
+def test_bad_generator_parameters_are_named(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
