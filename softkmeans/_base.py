@@ -92,11 +92,11 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         if is_cupy_array(X):
             from ._backends._cupy import check_cupy_array
 
-            return canonical_csr(check_cupy_array(self, X, reset))
-        return canonical_csr(validate_data(
-            self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32],
-            order="C",
-        ))
+            X = check_cupy_array(self, X, reset)
+        else:
+            X = validate_data(self, X, reset=reset, accept_sparse="csr",
+                              dtype=[np.float64, np.float32], order="C")
+        return canonical_csr(X)
 
     def _check_params_vs_input(self, X, sample_weight):
         """Data-dependent checks that ``_parameter_constraints`` cannot express."""

@@ -43,17 +43,18 @@ def canonical_csr(X):
     """
     if not hasattr(X, "indptr"):
         return X
-    if getattr(X, "has_canonical_format", True) is False:  # scipy's and CuPy's CSR
-        X = X.copy()
-        X.sum_duplicates()
-    if X.indices.dtype == np.int32 and X.indptr.dtype == np.int32:
+    duplicates = getattr(X, "has_canonical_format", True) is False  # scipy's and CuPy's CSR
+    wide = X.indices.dtype != np.int32 or X.indptr.dtype != np.int32
+    if not (duplicates or wide):
         return X
-    if X.nnz > _INT32_MAX or X.shape[1] > _INT32_MAX:
+    if wide and (X.nnz > _INT32_MAX or X.shape[1] > _INT32_MAX):
         raise ValueError(
             f"X has {X.nnz} stored entries and {X.shape[1]} columns; the sparse kernels "
             f"index them with 32-bit integers (at most {_INT32_MAX})."
         )
     X = X.copy()
-    X.indices = X.indices.astype(np.int32)
-    X.indptr = X.indptr.astype(np.int32)
+    if duplicates:
+        X.sum_duplicates()
+    if wide:
+        X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
     return X

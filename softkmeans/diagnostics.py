@@ -96,7 +96,6 @@ class _Configuration:
     """The hard constants of one configuration, from one hard pass and the radii passes."""
 
     hard: object  # PassStats of the hard relaxation (with sums)
-    weights: np.ndarray
     margin_min: float
     weight_at_min: float
     total_weight: float
@@ -130,7 +129,7 @@ def _configuration(engine, centers, hard=None):
     farthest = np.sqrt(engine.max_sq_distances(np.vstack([lloyd, centers])))
     radii, R = farthest[:k], float(farthest[k:].max())
     return _Configuration(
-        hard, weights, margin_min, weight_at_min, total, lloyd,
+        hard, margin_min, weight_at_min, total, lloyd,
         float(hard.masses.min() / total), radii, R,
         float(np.sqrt(engine.x_sq[positive].max())),
     )
@@ -381,14 +380,13 @@ def _unidentified_weight(margins, weights, sigma, alpha):
     return float(weights[margins < bounds.unidentified_width(sigma, alpha)].sum())
 
 
-def _value_checks(engine, config, passes, sigma, alpha):
+def _value_checks(engine, config, passes, sigma, alpha, constants):
     """Rows for the value gaps: Thm 4, Props 6-8, Prop 22(b) and the ordering."""
     k, n, W = config.n_clusters, engine.n_samples, config.total_weight
     soft, ent = passes["softmax"].gap, passes["entmax"].gap
     tol = bounds.tol_value(n, k, float(engine.sample_weight.max()), config.R**2, sigma, alpha)
     lower, upper = bounds.margin_gap_bounds(config.margin_min, sigma, k, W, config.weight_at_min)
-    unidentified = _unidentified_weight(config.hard.margins, engine.sample_weight, sigma,
-                                        alpha)
+    unidentified = constants["n_unidentified"]
     return [
         BoundCheck("softmax_gap_nonnegative", "Thm 4", soft, 0.0, 0.0, ">="),
         BoundCheck("softmax_gap_uniform", "Thm 4", soft,
@@ -422,8 +420,7 @@ def _map_checks(engine, config, passes, centers, sigma, alpha, constants):
     soft_err = np.linalg.norm(weighted_means(passes["softmax"], centers) - config.lloyd, axis=1)
     ent_err = np.linalg.norm(weighted_means(passes["entmax"], centers) - config.lloyd, axis=1)
     q = bounds.q_factor(config.margin_min, sigma, k)
-    unidentified = _unidentified_weight(config.hard.margins, engine.sample_weight, sigma,
-                                        alpha)
+    unidentified = constants["n_unidentified"]
     lloyd_fixed = float(np.max(np.linalg.norm(config.lloyd - centers, axis=1))) <= tol
     eps = constants["eps"] if lloyd_fixed and constants["hypothesis"] else np.inf
     return [
@@ -436,14 +433,14 @@ def _map_checks(engine, config, passes, centers, sigma, alpha, constants):
     ]
 
 
-def _constants(config, sigma, alpha):
+def _constants(engine, config, sigma, alpha):
     k = config.n_clusters
     out = {"sigma": sigma, "alpha": alpha, "n_clusters": k, "total_weight": config.total_weight,
            "margin_min": config.margin_min, "beta": bounds.beta(config.margin_min, sigma),
            "rho": config.rho, "B": float(config.radii.max()), "R": config.R,
            "q": bounds.q_factor(config.margin_min, sigma, k),
-           "n_unidentified": _unidentified_weight(config.hard.margins, config.weights, sigma,
-                                                  alpha),
+           "n_unidentified": _unidentified_weight(config.hard.margins, engine.sample_weight,
+                                                  sigma, alpha),
            "identification_sigma": float(bounds.identification_sigma(config.margin_min, alpha))}
     out.update(bounds.fixed_point_constants(config.margin_min, config.R, config.rho, k, sigma))
     return out
@@ -453,10 +450,10 @@ def _certificate(engine, centers, sigma, alpha, known=None, maps=True):
     """The certificate at ``centers`` (value rows, and map rows when ``maps``)."""
     passes = _passes(engine, centers, sigma, alpha, known)
     config = _configuration(engine, centers, passes["hard"])
-    constants = _constants(config, sigma, alpha)
+    constants = _constants(engine, config, sigma, alpha)
     constants.update(inertia=passes["hard"].inertia, softmax_gap=passes["softmax"].gap,
                      tsallis_gap=passes["entmax"].gap)
-    checks = _value_checks(engine, config, passes, sigma, alpha)
+    checks = _value_checks(engine, config, passes, sigma, alpha, constants)
     if maps:
         checks += _map_checks(engine, config, passes, centers, sigma, alpha, constants)
     return Certificate(checks, constants), passes
