@@ -9,16 +9,25 @@ it calls: the first fit after an installation), ``cached`` the default cache
 cases; the table holds median seconds (and the range) over the rounds, and
 the time of ``import softkmeans``.
 
+``--breakdown LAYOUT DTYPE`` instead runs one cold first fit with numba's
+event recorder and lists what it compiled: each function's own seconds
+(its callees' compilations taken out), the seconds numba held its LLVM lock
+(optimization and machine code), and the rest (numba's typing and lowering
+in Python).
+
 Run from the repository root::
 
     python benchmarks/compile_time.py --repeats 5
+    python benchmarks/compile_time.py --breakdown dense float32
 """
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,12 +53,100 @@ def seconds_in_fresh_process(statement, setup=""):
     return float(done.stdout.strip().splitlines()[-1])
 
 
+_BREAKDOWN = """
+import json, sys
+sys.path.insert(0, {here!r})
+import compile_time
+print(json.dumps(compile_time.compile_records({statement!r}, globals())))
+"""
+
+
+def _function_name(dispatcher):
+    """``module.function`` of a compiled function, numba's own ones as ``numba: name``."""
+    func = dispatcher.py_func
+    module = func.__module__
+    if module.startswith("numba"):  # ol_np_empty.<locals>.impl: the overload's name
+        return f"numba: {func.__qualname__.split('.<locals>')[0]}"
+    return f"{module.rsplit('.', 1)[-1]}.{func.__qualname__.replace('.<locals>', '')}"
+
+
+def compile_records(statement, namespace):
+    """Run ``statement`` in ``namespace`` and record what numba compiles meanwhile.
+
+    Returns
+    -------
+    dict
+        ``wall`` (seconds of the statement), ``llvm`` (seconds numba held its
+        LLVM lock) and ``compiles``: one ``[function, own, total]`` per
+        compilation, ``total`` its seconds and ``own`` those less the
+        compilations it started (its callees).
+    """
+    from numba.core import event
+
+    with event.install_recorder("numba:compile") as recorder, \
+            event.install_timer("numba:llvm_lock", lambda seconds: None) as llvm:
+        start = time.perf_counter()
+        exec(statement, namespace)  # noqa: S102 - the benchmarks' own statements
+        wall = time.perf_counter() - start
+    open_compiles, compiles = [], []
+    for stamp, ev in recorder.buffer:
+        if ev.is_start:
+            open_compiles.append([ev.data["dispatcher"], stamp, 0.0])
+            continue
+        dispatcher, begin, callees = open_compiles.pop()
+        total = stamp - begin
+        if open_compiles:
+            open_compiles[-1][2] += total
+        compiles.append([_function_name(dispatcher), total - callees, total])
+    return {"wall": wall, "llvm": llvm.duration if llvm.done else 0.0, "compiles": compiles}
+
+
+def breakdown_in_fresh_process(layout, dtype):
+    """:func:`compile_records` of the first fit of a new interpreter with an empty cache."""
+    statement, setup = first_fit_code(layout, dtype, "cold")
+    code = setup + _BREAKDOWN.format(here=str(Path(__file__).resolve().parent),
+                                     statement=statement)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the measured process failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def print_breakdown(records, top=15):
+    """Print :func:`compile_records` grouped by function, the costliest first."""
+    by_name = {}
+    for name, own, total in records["compiles"]:
+        count, own_sum, total_max = by_name.get(name, (0, 0.0, 0.0))
+        by_name[name] = (count + 1, own_sum + own, max(total_max, total))
+    compiled = sum(own for _, own, _ in records["compiles"])
+    print(f"first fit {records['wall']:.2f} s; {len(records['compiles'])} compilations of "
+          f"{len(by_name)} functions, {compiled:.2f} s: LLVM {records['llvm']:.2f} s, "
+          f"numba's typing and lowering {compiled - records['llvm']:.2f} s")
+    print(f"{'function':<48}{'compilations':>13}{'own s':>8}{'with callees s':>16}")
+    rows = sorted(by_name.items(), key=lambda item: -item[1][1])
+    for name, (count, own, total) in rows[:top]:
+        print(f"{name:<48}{count:>13}{own:>8.2f}{total:>16.2f}")
+    rest = rows[top:]
+    if rest:
+        print(f"{f'{len(rest)} more':<48}{sum(r[1][0] for r in rest):>13}"
+              f"{sum(r[1][1] for r in rest):>8.2f}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=LAYOUTS)
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=DTYPES)
+    parser.add_argument("--breakdown", nargs=2, metavar=("LAYOUT", "DTYPE"),
+                        help="list what one cold first fit compiles (e.g. dense float32)")
     args = parser.parse_args(argv)
+    if args.breakdown:
+        layout, dtype = args.breakdown
+        if layout not in LAYOUTS or dtype not in DTYPES:
+            parser.error(f"--breakdown takes a layout of {LAYOUTS} and a dtype of {DTYPES}")
+        print_breakdown(breakdown_in_fresh_process(layout, dtype))
+        return 0
     cases = [(layout, dtype, cache) for layout in args.layouts for dtype in args.dtypes
              for cache in CACHES]
     for layout, dtype, _ in cases:  # fill the default cache: "cached" means loaded, not built

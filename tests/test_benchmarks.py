@@ -71,3 +71,41 @@ def test_import_benchmark_runs_in_a_fresh_process():
 def test_startup_code_rejects_unknown_cases():
     with pytest.raises(ValueError, match="unknown case"):
         startup.first_fit_code("dense", "float16", "cached")
+
+
+def test_compile_records_separate_each_function_from_its_callees():
+    from numba import njit
+
+    @njit(cache=False)
+    def inner(x):
+        return x * 2.0
+
+    @njit(cache=False)
+    def outer(x):
+        return inner(x) + 1.0
+
+    script = _compile_time_script()
+    records = script.compile_records("value = outer(1.5)", {"outer": outer})
+    compiles = {name.rsplit(".", 1)[-1]: (own, total) for name, own, total in records["compiles"]}
+    assert set(compiles) == {"inner", "outer"}
+    own, total = compiles["outer"]
+    assert 0 < own < total
+    assert total == pytest.approx(own + compiles["inner"][1])
+    assert 0 < records["llvm"] < records["wall"]
+
+
+def test_compile_breakdown_of_a_cold_first_fit(capsys):
+    script = _compile_time_script()
+    records = script.breakdown_in_fresh_process("CSR", "float64")
+    names = {name for name, _, _ in records["compiles"]}
+    assert "_numba_kernels.csr_pass" in names
+    script.print_breakdown(records, top=3)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("first fit") and "LLVM" in lines[0]
+    assert lines[2].startswith("_numba_kernels.csr_pass")  # it holds the others
+    assert "more" in lines[-1]
+
+
+def test_compile_breakdown_rejects_unknown_cases():
+    with pytest.raises(SystemExit):
+        _compile_time_script().main(["--breakdown", "dense", "float16"])
