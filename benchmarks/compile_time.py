@@ -45,12 +45,17 @@ print(repr(time.perf_counter() - _start))
 
 def seconds_in_fresh_process(statement, setup=""):
     """Wall seconds of ``statement`` in a new interpreter, after ``setup`` (not timed)."""
-    code = textwrap.dedent(setup) + _TIMED.format(statement=statement)
+    return float(_last_line_of_fresh_process(
+        textwrap.dedent(setup) + _TIMED.format(statement=statement)))
+
+
+def _last_line_of_fresh_process(code):
+    """The last line ``code`` prints in a new interpreter."""
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the measured process failed:\n{done.stderr}")
-    return float(done.stdout.strip().splitlines()[-1])
+    return done.stdout.strip().splitlines()[-1]
 
 
 _BREAKDOWN = """
@@ -104,17 +109,17 @@ def compile_records(statement, namespace):
 def breakdown_in_fresh_process(layout, dtype):
     """:func:`compile_records` of the first fit of a new interpreter with an empty cache."""
     statement, setup = first_fit_code(layout, dtype, "cold")
-    code = setup + _BREAKDOWN.format(here=str(Path(__file__).resolve().parent),
-                                     statement=statement)
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the measured process failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(_last_line_of_fresh_process(
+        setup + _BREAKDOWN.format(here=str(Path(__file__).resolve().parent),
+                                  statement=statement)))
 
 
 def print_breakdown(records, top=15):
-    """Print :func:`compile_records` grouped by function, the costliest first."""
+    """Print :func:`compile_records` grouped by function, the costliest first.
+
+    A function compiled several times (numba's own ones, once per signature)
+    shows the sum of its own seconds and its longest compilation.
+    """
     by_name = {}
     for name, own, total in records["compiles"]:
         count, own_sum, total_max = by_name.get(name, (0, 0.0, 0.0))
