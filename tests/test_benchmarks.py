@@ -43,12 +43,17 @@ def test_temperatures_are_ordered():
     assert sigmas["high"] > 0
 
 
-def _compile_time_script():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "compile_time.py"
-    spec = importlib.util.spec_from_file_location("compile_time", path)
+def _script(name):
+    """The module of ``benchmarks/<name>.py`` (a script, not a package)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _compile_time_script():
+    return _script("compile_time")
 
 
 #: Every cached case, and the cheapest cold one (a cold case compiles for seconds).
@@ -109,3 +114,27 @@ def test_compile_breakdown_of_a_cold_first_fit(capsys):
 def test_compile_breakdown_rejects_unknown_cases():
     with pytest.raises(SystemExit):
         _compile_time_script().main(["--breakdown", "dense", "float16"])
+
+
+def test_compare_prints_every_contender_with_its_ratios(capsys, monkeypatch):
+    compare = _script("compare")
+    monkeypatch.setattr(compare, "SETTLE", 0.0)
+    n, k = TINY
+    assert compare.main(["--sizes", f"{n}x{k}", "--repeats", "3", "--annealed", "--memory"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {}
+    for line in lines:
+        if line.startswith("| ") and not line.startswith("| contender"):
+            name, ms, ratio, gemm = line.strip("| ").split(" | ")
+            rows[name] = (float(ms), ratio, float(gemm))
+    expected = {"GEMM X@C.T", "sklearn Lloyd", "numpy softmax", *(name for name, _ in compare.OURS)}
+    if importlib.util.find_spec("faiss") is not None:
+        expected.add("FAISS")
+    assert set(rows) == expected
+    assert rows["sklearn Lloyd"][1] == "1.00 (1.00-1.00)"
+    assert rows["GEMM X@C.T"][2] == 1.0
+    assert all(ms > 0 and gemm > 0 for ms, _, gemm in rows.values())
+    memory = next(line for line in lines if line.startswith("fit memory: peak RSS"))
+    assert memory.endswith(f"X = {n * 64 * 4 / 1e6:.0f} MB")
+    annealed = next(line for line in lines if line.startswith("AnnealedKMeans"))
+    assert f"n={n:.0e} k={k}" in annealed and "x one KMeans fit" in annealed
