@@ -20,6 +20,7 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.cluster import kmeans_plusplus
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -189,6 +190,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             if best is None or self._run_key(run) < self._run_key(best):
                 best = run
         self._store_run(best, X.dtype, engine)
+        _warn_if_clusters_merged(self.labels_, self.n_clusters)
         for name in ("cluster_centers_", "labels_", "margins_"):
             setattr(self, name, like_input(getattr(self, name), X))
         return self
@@ -342,6 +344,24 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         weights = _check_sample_weight(sample_weight, values[:, None], dtype=np.float64,
                                        ensure_non_negative=True)
         return float(np.average(values, weights=weights))
+
+
+def _warn_if_clusters_merged(labels, n_clusters):
+    """Warn, as scikit-learn's ``KMeans`` does, when fewer clusters than asked hold a label.
+
+    A centroid is the nearest to no observation when it coincides with another
+    (on duplicate points, or merged at a high temperature: ties go to the
+    first) or when it kept no mass (``empty_cluster="keep"``).
+    """
+    found = np.unique(labels).size
+    if found < n_clusters:
+        warnings.warn(
+            f"Number of distinct clusters ({found}) found smaller than n_clusters "
+            f"({n_clusters}): some centroids are the nearest to no observation (duplicate "
+            "points in X, centroids merged at a high temperature, or an empty cluster kept "
+            "in place).",
+            ConvergenceWarning, stacklevel=3,
+        )
 
 
 def _is_array_init(init):

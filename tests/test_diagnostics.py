@@ -245,6 +245,7 @@ def test_fitted_diagnostics(data, cls, kwargs):
         assert not hasattr(model, "n_unidentified_")
 
 
+@pytest.mark.filterwarnings("ignore:Number of distinct clusters")  # merged centroids
 def test_warning_above_critical_temperature(data):
     X = data[0]
     sigma_c = critical_sigma(X)

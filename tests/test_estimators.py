@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 from _helpers import make_mixture, noncanonical_csr
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
@@ -242,11 +243,24 @@ def test_annealing_escapes_a_poor_lloyd_start():
 def test_empty_cluster_kept_or_reseeded():
     X = np.array([[0.0], [0.1], [0.2], [10.0], [10.1]])
     init = np.array([[0.1], [10.0], [100.0]])  # the third centroid gets no mass
-    kept = EntmaxKMeans(3, sigma=0.5, init=init).fit(X)
+    with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(2\) found smaller"):
+        kept = EntmaxKMeans(3, sigma=0.5, init=init).fit(X)
     assert kept.cluster_centers_[2, 0] == 100.0
     reseeded = EntmaxKMeans(3, sigma=0.05, init=init, empty_cluster="reseed").fit(X)
     assert reseeded.cluster_centers_[2, 0] < 11
     assert len(np.unique(reseeded.labels_)) == 3
+
+
+@pytest.mark.parametrize("make", ALL, ids=IDS)
+def test_fewer_distinct_clusters_than_asked_warns_as_sklearn(make, blobs):
+    on_three_points = np.repeat([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]], 10, axis=0)
+    with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(3\) found smaller than "
+                                                r"n_clusters \(5\)"):
+        model = make(random_state=0).set_params(n_clusters=5).fit(on_three_points)
+    assert np.unique(model.labels_).size == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        make(random_state=0).fit(blobs[0])
 
 
 def test_verbose_prints_iterations(blobs, capsys):
@@ -269,6 +283,7 @@ def test_every_output_is_finite_at_the_ends_of_the_temperature_range(Estimator, 
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no overflow, no 0 / 0 anywhere
         warnings.simplefilter("ignore", CriticalTemperatureWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the centroids merge there
         model = Estimator(3, sigma=sigma, random_state=0, backend=backend).fit(X)
         proba = model.predict_proba(X)
         outputs = [model.cluster_centers_, model.objective_, model.inertia_, model.margins_,

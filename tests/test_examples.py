@@ -12,8 +12,9 @@ matplotlib.use("Agg")
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
 
 
-# plot_choosing_sigma scans sigma past the critical temperature on purpose.
+# plot_choosing_sigma scans sigma past the critical temperature on purpose (centroids merge).
 @pytest.mark.filterwarnings("ignore::softkmeans.exceptions.CriticalTemperatureWarning")
+@pytest.mark.filterwarnings("ignore:Number of distinct clusters")
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_runs(path, monkeypatch, tmp_path):
     import matplotlib.pyplot as plt
