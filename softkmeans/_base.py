@@ -50,12 +50,14 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
         "backend": [StrOptions({"auto", *BACKENDS})],
+        "n_threads": [Interval(Integral, 1, None, closed="left"), None],
         "verbose": ["verbose"],
         "record_path": ["boolean", StrOptions({"centers"})],
     }
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300,
-                 tol=1e-6, random_state=None, backend="auto", verbose=0, record_path=False):
+                 tol=1e-6, random_state=None, backend="auto", n_threads=None, verbose=0,
+                 record_path=False):
         self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
@@ -63,6 +65,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self.tol = tol
         self.random_state = random_state
         self.backend = backend
+        self.n_threads = n_threads
         self.verbose = verbose
         self.record_path = record_path
 
@@ -180,7 +183,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                                              ensure_non_negative=True)
         self._check_params_vs_input(X, sample_weight)
         rng = check_random_state(self.random_state)
-        engine = get_engine(self.backend, X, sample_weight)
+        engine = get_engine(self.backend, X, sample_weight, self.n_threads)
         best = None
         for i in range(self._n_init):
             centers = self._init_centers(X, engine, rng)
@@ -247,7 +250,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     def _engine_for(self, X):
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
-        return X, get_engine(self.backend, X)
+        return X, get_engine(self.backend, X, n_threads=self.n_threads)
 
     def _centers64(self):
         return np.asarray(to_numpy(self.cluster_centers_), dtype=np.float64)
@@ -381,11 +384,11 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
     }
 
     def __init__(self, n_clusters=8, *, sigma="auto", init="k-means++", n_init="auto",
-                 max_iter=300, tol=1e-6, random_state=None, backend="auto", verbose=0,
-                 record_path=False):
+                 max_iter=300, tol=1e-6, random_state=None, backend="auto", n_threads=None,
+                 verbose=0, record_path=False):
         super().__init__(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
-                         random_state=random_state, backend=backend, verbose=verbose,
-                         record_path=record_path)
+                         random_state=random_state, backend=backend, n_threads=n_threads,
+                         verbose=verbose, record_path=record_path)
         self.sigma = sigma
 
     @abstractmethod

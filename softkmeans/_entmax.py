@@ -33,7 +33,7 @@ class EntmaxKMeans(FixedTemperatureKMeans):
     empty_cluster : {"keep", "reseed"}, default="keep"
         A centroid that receives no mass stays in place (the objective still
         decreases), or moves onto the observation farthest from its centroid.
-    init, n_init, max_iter, tol, random_state, backend, verbose, record_path
+    init, n_init, max_iter, tol, random_state, backend, n_threads, verbose, record_path
         As in :class:`SoftKMeans`.
 
     Attributes
@@ -74,10 +74,11 @@ n_features_in_, feature_names_in_, path_
 
     def __init__(self, n_clusters=8, *, sigma="auto", alpha=1.5, empty_cluster="keep",
                  init="k-means++", n_init="auto", max_iter=300, tol=1e-6, random_state=None,
-                 backend="auto", verbose=0, record_path=False):
+                 backend="auto", n_threads=None, verbose=0, record_path=False):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
-                         backend=backend, verbose=verbose, record_path=record_path)
+                         backend=backend, n_threads=n_threads, verbose=verbose,
+                         record_path=record_path)
         self.alpha = alpha
         self.empty_cluster = empty_cluster
 

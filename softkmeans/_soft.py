@@ -49,8 +49,18 @@ class SoftKMeans(FixedTemperatureKMeans):
         ``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol``.
     random_state : int, RandomState instance or None, default=None
         Seeds the initialization.
-    backend : {"auto", "numpy"}, default="auto"
-        Engine that runs the passes over the data.
+    backend : {"auto", "numba", "numpy", "cupy"}, default="auto"
+        Engine that runs the passes over the data: ``"numba"`` (compiled CPU
+        kernels), ``"numpy"`` (the reference implementation the others are
+        tested against), ``"cupy"`` (a GPU, for CuPy arrays; needs
+        ``softkmeans[gpu]``). ``"auto"`` is ``"cupy"`` for a CuPy array, else
+        ``"numba"``.
+    n_threads : int, default=None
+        Threads of the numba engine's passes over the data. None follows the
+        OpenMP limit in effect (``OMP_NUM_THREADS`` or a ``threadpoolctl``
+        limit), as scikit-learn's :class:`~sklearn.cluster.KMeans` does; the
+        numpy and CuPy engines do not use it. Results do not depend on it
+        beyond rounding.
     verbose : int, default=0
         Print the objective at each iteration when positive.
     record_path : bool or "centers", default=False
@@ -125,10 +135,11 @@ class SoftKMeans(FixedTemperatureKMeans):
 
     def __init__(self, n_clusters=8, *, sigma="auto", algorithm="alternating",
                  init="k-means++", n_init="auto", max_iter=300, tol=1e-6, random_state=None,
-                 backend="auto", verbose=0, record_path=False):
+                 backend="auto", n_threads=None, verbose=0, record_path=False):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
-                         backend=backend, verbose=verbose, record_path=record_path)
+                         backend=backend, n_threads=n_threads, verbose=verbose,
+                         record_path=record_path)
         self.algorithm = algorithm
 
     def _spec(self, sigma):

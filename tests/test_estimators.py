@@ -263,6 +263,30 @@ def test_fewer_distinct_clusters_than_asked_warns_as_sklearn(make, blobs):
         make(random_state=0).fit(blobs[0])
 
 
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans, AnnealedKMeans])
+def test_n_threads_sets_the_threads_of_every_pass(Estimator, monkeypatch):
+    from softkmeans._backends import _numba
+
+    # Four clusters; 20000 x 64 x 4 multiply-adds a pass: work for two threads (WORK_PER_THREAD)
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(20000, 64)) + 6 * rng.normal(size=(4, 64))[rng.integers(0, 4, 20000)])
+    X = X.astype(np.float32)
+    counts = []
+    run_threads = _numba.run_threads
+    monkeypatch.setattr(_numba, "run_threads", lambda kernel, n_threads, *args, **kwargs: (
+        counts.append(n_threads) or run_threads(kernel, n_threads, *args, **kwargs)))
+    fits = []
+    for n_threads in (1, 2):
+        counts.clear()
+        model = Estimator(4, n_threads=n_threads, max_iter=5, random_state=0, backend="numba")
+        fits.append(model.fit(X))
+        model.predict(X)
+        assert set(counts) == {_numba.effective_n_threads(n_threads)}
+    np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
+    np.testing.assert_allclose(fits[0].cluster_centers_, fits[1].cluster_centers_, rtol=1e-6)
+    np.testing.assert_allclose(fits[0].objective_, fits[1].objective_, rtol=1e-10)
+
+
 def test_verbose_prints_iterations(blobs, capsys):
     X = np.random.RandomState(0).uniform(size=(200, 2))
     model = SoftKMeans(3, verbose=1, random_state=0, max_iter=3, tol=0).fit(X)

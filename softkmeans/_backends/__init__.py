@@ -90,19 +90,22 @@ def check_magnitude(X, x_sq):
     )
 
 
-def get_engine(name, X, sample_weight=None):
+def get_engine(name, X, sample_weight=None, n_threads=None):
     """Construct the engine ``name`` (after :func:`resolve_backend`) on ``X``.
 
-    ``ValueError`` if X's squared distances do not fit its dtype
-    (:func:`check_magnitude`).
+    ``n_threads`` is the numba engine's thread count (None: the OpenMP limit
+    in effect); the other engines do not take it. ``ValueError`` if X's
+    squared distances do not fit its dtype (:func:`check_magnitude`).
     """
-    module_name, class_name, requirement = BACKENDS[resolve_backend(name, X)]
+    resolved = resolve_backend(name, X)
+    module_name, class_name, requirement = BACKENDS[resolved]
     try:
         module = importlib.import_module(module_name, __name__)
     except ImportError as exc:
         raise ImportError(
             f"backend={name!r} needs {requirement}, which could not be imported: {exc}"
         ) from exc
-    engine = getattr(module, class_name)(X, sample_weight)
+    options = {"n_threads": n_threads} if resolved == "numba" else {}
+    engine = getattr(module, class_name)(X, sample_weight, **options)
     check_magnitude(X, engine.x_sq)
     return engine
