@@ -273,8 +273,12 @@ def test_n_threads_sets_the_threads_of_every_pass(Estimator, monkeypatch):
     X = X.astype(np.float32)
     counts = []
     run_threads = _numba.run_threads
-    monkeypatch.setattr(_numba, "run_threads", lambda kernel, n_threads, *args, **kwargs: (
-        counts.append(n_threads) or run_threads(kernel, n_threads, *args, **kwargs)))
+
+    def counting_run_threads(kernel, n_threads, *args, **kwargs):
+        counts.append(n_threads)
+        return run_threads(kernel, n_threads, *args, **kwargs)
+
+    monkeypatch.setattr(_numba, "run_threads", counting_run_threads)
     fits = []
     for n_threads in (1, 2):
         counts.clear()
