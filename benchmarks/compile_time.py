@@ -3,13 +3,20 @@
 Every measurement is a new interpreter running the cases of the asv suite
 ``asv_bench/benchmarks/startup.py``: the untimed setup imports softkmeans and
 makes 2000 x 8 data, the timed statement is the first ``SoftKMeans(5).fit``.
-``cold`` gives numba an empty cache directory (the fit compiles every kernel
-it calls: the first fit after an installation), ``cached`` the default cache
-(filled by an untimed fit first: later processes). Rounds alternate the
+``cold`` gives numba an empty cache directory (the first fit after an
+installation: the kernels compile on a background thread while the fit runs
+on the numpy engine), ``cold-numba`` the same with ``backend="numba"`` (the
+fit waits while numba compiles every kernel it calls), ``cached`` the
+default cache (filled by an untimed fit first: later processes). Rounds alternate the
 cases; the table holds median seconds (and the range) over the rounds, and
 the time of ``import softkmeans``.
 
-``--breakdown LAYOUT DTYPE`` instead runs one cold first fit with numba's
+``--sizes NxDxK ...`` instead times cold first fits of larger dense float32
+data (a Gaussian mixture of K components, K of its rows as the start,
+``max_iter=50``), with ``backend="auto"`` and ``backend="numba"``: where the
+numba engine runs numpy passes during the compilation and where it waits.
+
+``--breakdown LAYOUT DTYPE`` instead runs one ``cold-numba`` first fit with numba's
 event recorder and lists what it compiled: each function's own seconds
 (its callees' compilations taken out), the seconds numba held its LLVM lock
 (optimization and machine code), and the rest (numba's typing and lowering
@@ -18,6 +25,7 @@ in Python).
 Run from the repository root::
 
     python benchmarks/compile_time.py --repeats 5
+    python benchmarks/compile_time.py --sizes 20000x32x20 100000x64x20 200000x64x50
     python benchmarks/compile_time.py --breakdown dense float32
 """
 
@@ -33,7 +41,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "asv_bench")]
 
-from benchmarks.startup import CACHES, DTYPES, LAYOUTS, first_fit_code  # noqa: E402
+from benchmarks.startup import CACHES, COLD_CACHE, DTYPES, LAYOUTS, first_fit_code  # noqa: E402
+
+_LARGE_DATA = """
+from sklearn.datasets import make_blobs
+from softkmeans import SoftKMeans
+X = make_blobs({n}, {d}, centers={k}, random_state=0)[0].astype("float32")
+init = X[::{n} // {k}][:{k}]
+"""
+_LARGE_FIT = "SoftKMeans({k}, init=init, n_init=1, max_iter=50, backend={backend!r}).fit(X)"
 
 _TIMED = """
 import time
@@ -107,8 +123,8 @@ def compile_records(statement, namespace):
 
 
 def breakdown_in_fresh_process(layout, dtype):
-    """:func:`compile_records` of the first fit of a new interpreter with an empty cache."""
-    statement, setup = first_fit_code(layout, dtype, "cold")
+    """:func:`compile_records` of a first fit waiting for numba, with an empty cache."""
+    statement, setup = first_fit_code(layout, dtype, "cold-numba")
     return json.loads(_last_line_of_fresh_process(
         setup + _BREAKDOWN.format(here=str(Path(__file__).resolve().parent),
                                   statement=statement)))
@@ -138,11 +154,31 @@ def print_breakdown(records, top=15):
               f"{sum(r[1][1] for r in rest):>8.2f}")
 
 
+def large_first_fits(sizes, file=sys.stdout):
+    """Print the cold first fit seconds of each ``(n, d, k)`` with both numba backends."""
+    print(f"{'cold first fit, dense float32':<32}{'auto s':>10}{'numba s':>10}", file=file)
+    for n, d, k in sizes:
+        setup = COLD_CACHE + _LARGE_DATA.format(n=n, d=d, k=k)
+        seconds = [seconds_in_fresh_process(_LARGE_FIT.format(k=k, backend=backend), setup)
+                   for backend in ("auto", "numba")]
+        print(f"{f'{n} x {d}, k = {k}':<32}{seconds[0]:>10.2f}{seconds[1]:>10.2f}", file=file)
+
+
+def _size(text):
+    try:
+        n, d, k = (int(part) for part in text.split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NxDxK, got {text!r}") from None
+    return n, d, k
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=LAYOUTS)
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=DTYPES)
+    parser.add_argument("--sizes", nargs="+", type=_size, metavar="NxDxK",
+                        help="cold first fits of larger data, auto against numba")
     parser.add_argument("--breakdown", nargs=2, metavar=("LAYOUT", "DTYPE"),
                         help="list what one cold first fit compiles (e.g. dense float32)")
     args = parser.parse_args(argv)
@@ -151,6 +187,9 @@ def main(argv=None):
         if layout not in LAYOUTS or dtype not in DTYPES:
             parser.error(f"--breakdown takes a layout of {LAYOUTS} and a dtype of {DTYPES}")
         print_breakdown(breakdown_in_fresh_process(layout, dtype))
+        return 0
+    if args.sizes:
+        large_first_fits(args.sizes)
         return 0
     cases = [(layout, dtype, cache) for layout in args.layouts for dtype in args.dtypes
              for cache in CACHES]

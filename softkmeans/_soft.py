@@ -54,7 +54,11 @@ class SoftKMeans(FixedTemperatureKMeans):
         kernels), ``"numpy"`` (the reference implementation the others are
         tested against), ``"cupy"`` (a GPU, for CuPy arrays; needs
         ``softkmeans[gpu]``). ``"auto"`` is ``"cupy"`` for a CuPy array, else
-        ``"numba"``.
+        ``"numba"``, which does not wait for numba to compile its kernels:
+        the first fit after installation runs its passes on the numpy engine
+        while they compile on a background thread (same results to
+        rounding), and ``"numba"`` waits for them (seconds, once per input
+        kind and installation; numba caches them on disk).
     n_threads : int, default=None
         Threads of the numba engine's passes over the data. None follows the
         OpenMP limit in effect (``OMP_NUM_THREADS`` or a ``threadpoolctl``

@@ -107,6 +107,19 @@ def test_compile_breakdown_of_a_cold_first_fit(capsys):
     assert "more" in lines[-1]
 
 
+def test_large_cold_first_fits_print_both_backends(capsys):
+    assert _script("compile_time").main(["--sizes", "300x4x3"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[-4:] == ["auto", "s", "numba", "s"]
+    assert row.startswith("300 x 4, k = 3")
+    assert all(float(value) > 0 for value in row.split()[-2:])
+
+
+def test_size_argument_must_be_three_integers():
+    with pytest.raises(SystemExit):
+        _script("compile_time").main(["--sizes", "300x4"])
+
+
 def test_compile_breakdown_rejects_unknown_cases():
     with pytest.raises(SystemExit):
         _script("compile_time").main(["--breakdown", "dense", "float16"])

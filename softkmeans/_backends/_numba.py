@@ -13,6 +13,9 @@ data the cross term ``X C^T`` is a float32 GEMM (as in scikit-learn) and dense
 softmax weights use a float32 exp, so results agree with the oracle (which
 works in float64) to float32 precision.
 
+Compilation: with ``backend="auto"`` the kernels compile on a background
+thread while the passes run on the numpy engine (:mod:`._numba_warmup`).
+
 Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
 (``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
 capped by ``NUMBA_NUM_THREADS`` (the number of CPUs unless set), and by the
@@ -21,12 +24,12 @@ runs at one thread inside a pass. Results do not depend on the number of
 threads beyond rounding.
 """
 
+import functools
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from functools import lru_cache
 
 import numba
 import numpy as np
@@ -47,16 +50,22 @@ from ._numba_kernels import (
     pass_layout,
 )
 from ._numba_rows import KINDS
+from ._numba_warmup import READY, warmup
 from ._numpy import NumpyEngine, _row_sq_norms
 from ._stats import PassStats
 
-__all__ = ["NumbaEngine", "blocked_products", "compile_kernels", "effective_n_threads",
-           "run_threads"]
+__all__ = ["NUMPY_WORK_MAX", "NumbaEngine", "blocked_products", "compile_kernels",
+           "effective_n_threads", "input_kind", "run_threads"]
 
 _HARD = RelaxationSpec("hard")
 #: A pass gets one more thread per this many multiply-adds of its distance computation;
 #: below it, waking a thread costs more than it saves.
 WORK_PER_THREAD = 1 << 22
+#: Largest pass (multiply-adds of its distance computation) the numba engine runs on the numpy
+#: engine while its kernels compile. Above it numpy passes finish too few iterations during the
+#: compilation (which they slow down) to gain anything: at 2e5 x 64 data and 50 centroids
+#: (6.4e8) a first fit took as long either way, at 1e6 x 64 and 100 centroids 13% longer.
+NUMPY_WORK_MAX = 1 << 28
 #: float64 values between the accumulators of two threads: 128 bytes, two cache lines.
 ACCUMULATOR_GAP = 16
 _NO_OUT = np.empty((0, 0))
@@ -96,7 +105,7 @@ def _blas_controller():
     return _controller
 
 
-@lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=1)
 def blocked_products():
     """Whether dense passes compute their products by blocks of centroids.
 
@@ -177,6 +186,84 @@ def run_threads(kernel, n_threads, *args, limit_blas=True):
         return [future.result() for future in _submit(kernel, n_threads, args)]
 
 
+def input_kind(X):
+    """The input kind of ``X``, which decides the kernels a pass over it runs.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix
+        As the engine holds it (C-contiguous, or CSR).
+
+    Returns
+    -------
+    tuple of str
+        ``("dense", dtype)`` or ``("CSR", dtype, index dtype)``.
+    """
+    if sp.issparse(X):
+        return ("CSR", X.dtype.name, X.indices.dtype.name)
+    return ("dense", X.dtype.name)
+
+
+def _build_kernels(kind):
+    """Compile, or load from numba's cache, every kernel of a pass over input of ``kind``.
+
+    One pass over a tiny data set of that kind compiles them all: every
+    estimator, relaxation and output of the engine goes through the same pass
+    kernel. BLAS is left alone: this may run on a background thread while a
+    fit on another thread holds it to one thread, and limiting it here could
+    restore the wrong thread count when the fit ends.
+    """
+    points = np.random.default_rng(0).normal(size=(64, 3))
+    data = points.astype(kind[1])
+    if kind[0] == "CSR":
+        data = sp.csr_matrix(data)
+        data.indices, data.indptr = (a.astype(kind[2]) for a in (data.indices, data.indptr))
+    NumbaEngine(data)._pass(points[:4], RelaxationSpec("softmax", 1.0), True, limit_blas=False)
+
+
+def _kernels_in_background(X):
+    """The :class:`._numba_warmup.KernelWarmup` of the kernels for ``X``.
+
+    Their compilation starts on a background thread the first time an input
+    kind is asked for; this waits while the thread loads them from numba's
+    cache, not while it compiles them.
+    """
+    kind = input_kind(X)
+    kernels = warmup(kind, functools.partial(_build_kernels, kind))
+    kernels.wait_unless_compiling()
+    return kernels
+
+
+class _KernelsReady(Exception):
+    """A numpy pass of the engine stops: the kernels became ready during it."""
+
+
+def _numpy_until_compiled(method):
+    """Make an engine method run the numpy engine's method of that name until the kernels are ready.
+
+    A numpy pass that finds them ready at the end of a block of rows stops,
+    and the pass runs again on the kernels. A pass of more than
+    :data:`NUMPY_WORK_MAX` multiply-adds waits for the kernels instead,
+    unless they are orphaned (a forked child: they never become ready).
+    """
+    numpy_method = getattr(NumpyEngine, method.__name__)
+
+    @functools.wraps(method)
+    def run(self, centers, *args, **kwargs):
+        kernels = self._kernels
+        if not kernels.ready.is_set():
+            if self._work(centers) > NUMPY_WORK_MAX and not kernels.orphaned:
+                kernels.ready.wait()
+            else:
+                try:
+                    return numpy_method(self, centers, *args, **kwargs)
+                except _KernelsReady:
+                    pass
+        return method(self, centers, *args, **kwargs)
+
+    return run
+
+
 class NumbaEngine(NumpyEngine):
     """Chunked passes over one data set, compiled with numba and run in parallel.
 
@@ -191,6 +278,12 @@ class NumbaEngine(NumpyEngine):
         Non-negative weights; ones when None.
     n_threads : int, default=None
         Threads of a pass; None follows the OpenMP limit in effect.
+    wait_for_kernels : bool, default=True
+        Whether a pass whose kernels are not compiled yet waits for numba to
+        compile them (seconds, once per installation). False (``backend="auto"``)
+        compiles them on a background thread and runs the passes on the numpy
+        engine until they are ready (:mod:`._numba_warmup`); results are the
+        same to rounding.
 
     Examples
     --------
@@ -205,17 +298,21 @@ class NumbaEngine(NumpyEngine):
 
     name = "numba"
 
-    def __init__(self, X, sample_weight=None, n_threads=None):
+    def __init__(self, X, sample_weight=None, n_threads=None, wait_for_kernels=True):
         if sp.issparse(X):
             X = sp.csr_matrix(X)
-            x_sq = _row_sq_norms(X)
             self._csr_arrays = tuple(_read_only(a) for a in (X.data, X.indices, X.indptr))
         else:
             if X.dtype not in (np.float32, np.float64):
                 X = np.asarray(X, dtype=np.float64)
             X = _read_only(np.ascontiguousarray(X))
+        self._kernels = READY if wait_for_kernels else _kernels_in_background(X)
+        if sp.issparse(X) or not self._kernels.ready.is_set():
+            x_sq = _row_sq_norms(X)
+        else:
             x_sq = np.empty(X.shape[0])  # no float64 copy of X
-            run_threads(dense_row_sq_norms, effective_n_threads(n_threads), X, x_sq)
+            run_threads(dense_row_sq_norms, effective_n_threads(n_threads), X, x_sq,
+                        limit_blas=False)
         self.X = X
         self.sample_weight = _read_only(
             np.ones(X.shape[0]) if sample_weight is None
@@ -243,8 +340,23 @@ class NumbaEngine(NumpyEngine):
             limit, self._blas_limit = self._blas_limit, None
             limit.restore_original_limits()
 
-    def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):
-        """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin)."""
+    def _work(self, centers):
+        """Multiply-adds of a pass's distance computation."""
+        return (self.X.nnz if sp.issparse(self.X) else self.X.size) * len(centers)
+
+    def _blocks(self, centers):
+        """The numpy engine's blocks of distances, stopping once the kernels are ready."""
+        for block in super()._blocks(centers):
+            if self._kernels.ready.is_set():
+                raise _KernelsReady
+            yield block
+
+    def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT, limit_blas=True):
+        """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin).
+
+        BLAS is held to one thread during it unless a session holds it already
+        or ``limit_blas`` is False.
+        """
         centers = np.asarray(centers, dtype=np.float64)
         c_sq = np.einsum("ij,ij->i", centers, centers)
         n = self.n_samples
@@ -252,14 +364,14 @@ class NumbaEngine(NumpyEngine):
         labels = np.empty(n, dtype=np.int32)
         margins = np.empty(n)
         dmin = np.empty(n)
-        work = (X.nnz if sp.issparse(X) else X.size) * centers.shape[0]
-        n_threads = min(effective_n_threads(self.n_threads), 1 + work // WORK_PER_THREAD)
+        n_threads = min(effective_n_threads(self.n_threads),
+                        1 + self._work(centers) // WORK_PER_THREAD)
         k, n_features = centers.shape
         sums, masses, scalars = _accumulators(n_threads, k, n_features)
         kind, tau = KINDS[spec.kind], spec.tau
         rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, sums, masses,
                 scalars)
-        limit_blas = self._sessions == 0  # a session holds the limit already
+        limit_blas = limit_blas and self._sessions == 0
         if sp.issparse(X):
             centers_t = np.ascontiguousarray(centers.T)
             run_threads(csr_pass, n_threads, *self._csr_arrays, self.sample_weight, self.x_sq,
@@ -274,6 +386,7 @@ class NumbaEngine(NumpyEngine):
                                  for a, size in parts)
         return sums, masses, scalars, labels, margins, dmin
 
+    @_numpy_until_compiled
     def estep(self, centers, spec, with_sums=True):
         """One pass: responsibilities at ``centers`` and their statistics.
 
@@ -293,24 +406,28 @@ class NumbaEngine(NumpyEngine):
         objective, inertia, gap = (float(v) for v in scalars)
         return PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
 
+    @_numpy_until_compiled
     def responsibilities(self, centers, spec):
         """Responsibilities of every observation, shape (n_samples, n_clusters)."""
         out = np.empty((self.n_samples, centers.shape[0]))
         self._pass(centers, spec, False, OUT_RESP, out)
         return out
 
+    @_numpy_until_compiled
     def sq_distances(self, centers):
         """Squared distances to every centroid, shape (n_samples, n_clusters)."""
         out = np.empty((self.n_samples, centers.shape[0]))
         self._pass(centers, _HARD, False, OUT_DIST, out)
         return out
 
+    @_numpy_until_compiled
     def max_sq_distances(self, points):
         """``max_i ||x_i - p||^2`` over the observations with positive weight, for every point."""
         out = np.zeros((effective_n_threads(self.n_threads), points.shape[0]))
         self._pass(points, _HARD, False, OUT_FARTHEST, out)
         return out.max(axis=0)
 
+    @_numpy_until_compiled
     def log_sum_exp(self, centers, sigma):
         """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
         spec = RelaxationSpec("softmax", sigma)
@@ -322,13 +439,14 @@ class NumbaEngine(NumpyEngine):
 def compile_kernels(file=None):
     """Compile every kernel a fit can call, or load it from numba's on-disk cache.
 
-    One pass over a tiny data set per input kind (dense and CSR, float32 and
-    float64) compiles all of that kind's kernels: every estimator, relaxation
-    and output of the engine goes through the same pass kernel. Compiling
-    takes seconds per kind and happens once per installation; a process that
-    finds the kernels in the cache loads them in a fraction of a second. Run
-    it (``python -m softkmeans compile``) where the package is installed for
-    many short-lived processes, e.g. when building a container image.
+    Every input kind (dense and CSR, float32 and float64) in turn, in the
+    foreground. Compiling takes seconds per kind and happens once per
+    installation; a process that finds the kernels in the cache loads them
+    in a fraction of a second. Fits with ``backend="auto"`` compile what they
+    need on a background thread instead; run this (``python -m softkmeans
+    compile``) where the package is installed for many short-lived processes,
+    e.g. when building a container image, so that none of them runs its
+    first passes on the numpy engine meanwhile.
 
     Parameters
     ----------
@@ -346,15 +464,12 @@ def compile_kernels(file=None):
     >>> sorted(compile_kernels())
     [('CSR', 'float32'), ('CSR', 'float64'), ('dense', 'float32'), ('dense', 'float64')]
     """
-    data = np.random.default_rng(0).normal(size=(64, 3))
-    spec = RelaxationSpec("softmax", 1.0)
     seconds = {}
-    for layout, to_layout in (("dense", np.asarray), ("CSR", sp.csr_matrix)):
-        for dtype in (np.float32, np.float64):
+    for layout in ("dense", "CSR"):
+        for dtype in ("float32", "float64"):
             start = time.perf_counter()
-            NumbaEngine(to_layout(data.astype(dtype))).estep(data[:4], spec)
-            key = (layout, np.dtype(dtype).name)
-            seconds[key] = time.perf_counter() - start
+            _build_kernels((layout, dtype, "int32"))
+            seconds[layout, dtype] = time.perf_counter() - start
             if file is not None:
-                print(f"{layout:>5} {key[1]}: {seconds[key]:5.1f} s", file=file)
+                print(f"{layout:>5} {dtype}: {seconds[layout, dtype]:5.1f} s", file=file)
     return seconds

@@ -1,0 +1,159 @@
+"""Compiling the numba kernels on a background thread, so that fits need not wait for it.
+
+numba compiles the kernels of an input kind (dense or CSR, float32 or
+float64) on the first pass that needs them: several seconds, once per
+installation (later processes load them from numba's on-disk cache in a
+fraction of a second). With ``backend="auto"`` the numba engine asks here for
+the kernels of its input kind, which starts their compilation on a background
+thread, and runs its passes on the numpy engine (the oracle, same results to
+rounding) until they are ready; only passes too large for that to pay wait
+for them (:data:`._numba.NUMPY_WORK_MAX`).
+
+A background thread that finds the kernels in numba's cache loads them
+without compiling; the engine waits for that (at most
+:data:`CACHE_LOAD_WAIT` seconds), so that a process whose kernels are cached
+runs every pass on them. The thread tells a load from a compilation by
+numba's ``numba:compile`` events (:mod:`numba.core.event`), which only a
+compilation emits.
+
+The thread is not a daemon: a process that ends while the kernels compile
+waits for them (a few seconds, once per installation), so that they reach
+numba's cache and the next process finds them, and so that no compilation is
+cut short inside LLVM while the interpreter shuts down.
+
+A child made by ``os.fork`` while kernels compile does not have the thread:
+they are ``orphaned`` there, and the child's automatic engine runs all its
+passes on the numpy engine rather than call numba, whose compiler lock the
+missing thread may hold (a compilation in the child, ``backend="numba"``
+included, would wait for it forever: the general hazard of forking a process
+that runs threads).
+"""
+
+import os
+import threading
+
+from numba.core import event
+
+__all__ = ["CACHE_LOAD_WAIT", "KernelWarmup", "READY", "warmup"]
+
+#: Longest wait (seconds) for the kernels when the background thread has not started compiling:
+#: loading them from numba's cache takes 0.2 to 0.5 s here.
+CACHE_LOAD_WAIT = 3.0
+
+_warmups = {}
+_warmups_lock = threading.Lock()
+
+
+def _after_fork_in_child():
+    global _warmups_lock
+    _warmups_lock = threading.Lock()  # another thread of the parent may have held it
+    for found in _warmups.values():
+        found.orphan()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class _CompileSignal(event.Listener):
+    """Sets ``started`` when numba starts compiling anything."""
+
+    def __init__(self, started):
+        self.started = started
+
+    def on_start(self, event):
+        self.started.set()
+
+    def on_end(self, event):
+        pass
+
+
+class KernelWarmup:
+    """The kernels of one input kind, made ready by a background thread.
+
+    Parameters
+    ----------
+    name : str
+        The input kind, for the thread's name.
+    build : callable
+        Called without arguments on the thread; it makes numba compile, or
+        load from its cache, every kernel of the input kind.
+
+    Attributes
+    ----------
+    ready : threading.Event
+        Set once ``build`` has returned or raised.
+    orphaned : bool
+        True in a child forked before the kernels were ready: they never
+        become ready there.
+    error : Exception or None
+        What ``build`` raised. It is not reported from the thread: a pass
+        that finds the kernels ready calls them, which compiles them in its
+        own thread if they are missing and raises the error there.
+    """
+
+    def __init__(self, name, build):
+        self.ready = threading.Event()
+        self.orphaned = False
+        self.error = None
+        self._decided = threading.Event()  # ready, or numba started compiling
+        self._build = build
+        self._thread = threading.Thread(target=self._run, name=f"softkmeans-compile-{name}")
+        self._thread.start()
+
+    def _run(self):
+        try:
+            with event.install_listener("numba:compile", _CompileSignal(self._decided)):
+                self._build()
+        except Exception as exc:  # noqa: BLE001 - raised again by the pass, see ``error``
+            self.error = exc
+        finally:
+            self.ready.set()
+            self._decided.set()
+
+    def wait_unless_compiling(self, timeout=CACHE_LOAD_WAIT):
+        """Wait for the kernels while they are being loaded; whether they are ready.
+
+        Returns as soon as they are ready, or numba starts compiling them, or
+        after ``timeout`` seconds.
+        """
+        self._decided.wait(timeout)
+        return self.ready.is_set()
+
+    def orphan(self):
+        """Mark kernels whose thread is gone (a forked child) as never ready."""
+        if not self.ready.is_set():
+            self.orphaned = True
+            self._decided.set()
+
+
+class _Ready:
+    """Kernels that a pass calls at once, compiling them itself if need be."""
+
+    ready = threading.Event()
+    ready.set()
+    orphaned = False
+
+
+#: What a numba engine that waits for its kernels (``backend="numba"``) holds instead of a warmup.
+READY = _Ready()
+
+
+def warmup(key, build):
+    """The :class:`KernelWarmup` of input kind ``key``, started on the first request.
+
+    Parameters
+    ----------
+    key : tuple
+        The input kind (layout and dtypes); one warmup per key and process.
+    build : callable
+        As in :class:`KernelWarmup`, used on the first request only.
+
+    Returns
+    -------
+    KernelWarmup
+    """
+    with _warmups_lock:
+        found = _warmups.get(key)
+        if found is None:
+            found = _warmups[key] = KernelWarmup("-".join(map(str, key)), build)
+        return found

@@ -1,0 +1,227 @@
+"""backend="auto": numpy passes while the numba kernels compile on a background thread."""
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numba import njit
+
+from softkmeans._backends import _numba, get_engine
+from softkmeans._backends._numba import NumbaEngine, input_kind
+from softkmeans._backends._numba_warmup import KernelWarmup, warmup
+from softkmeans._backends._numpy import NumpyEngine
+from softkmeans._core.responsibilities import RelaxationSpec
+
+SPEC = RelaxationSpec("entmax", 0.8)
+METHODS = {
+    "estep": lambda engine, centers: engine.estep(centers, SPEC),
+    "responsibilities": lambda engine, centers: engine.responsibilities(centers, SPEC),
+    "sq_distances": lambda engine, centers: engine.sq_distances(centers),
+    "max_sq_distances": lambda engine, centers: engine.max_sq_distances(centers),
+    "log_sum_exp": lambda engine, centers: engine.log_sum_exp(centers, 0.8),
+}
+
+
+def _data(dtype, sparse, n_samples=3000):
+    rng = np.random.RandomState(0)
+    centers = rng.uniform(-3, 3, size=(4, 5))
+    X = centers[rng.randint(4, size=n_samples)] + rng.normal(size=(n_samples, 5))
+    X = X.astype(dtype)
+    return (sp.csr_matrix(X) if sparse else X), centers + 0.1
+
+
+def _fields(result):
+    """The arrays and numbers of an engine method's result, for exact comparison."""
+    if isinstance(result, np.ndarray):
+        return [result]
+    return [np.asarray(getattr(result, name)) for name in
+            ("sums", "masses", "objective", "inertia", "gap", "labels", "margins", "dmin")]
+
+
+def _assert_same(result, expected):
+    for got, want in zip(_fields(result), _fields(expected), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def _numba_engine_like(engine):
+    """A numba engine on the same data with the same row norms (numpy's, from the start)."""
+    reference = NumbaEngine(engine.X, engine.sample_weight)
+    reference.x_sq = engine.x_sq
+    return reference
+
+
+@pytest.fixture
+def compiling(monkeypatch):
+    """Kernels that stay "compiling" until the test sets the returned event."""
+    kernels = SimpleNamespace(ready=threading.Event(), orphaned=False)
+    monkeypatch.setattr(_numba, "_kernels_in_background", lambda X: kernels)
+    return kernels.ready
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_auto_engine_runs_numpy_passes_until_the_kernels_are_ready(compiling, dtype, sparse,
+                                                                   method):
+    X, centers = _data(dtype, sparse)
+    call = METHODS[method]
+    engine = get_engine("auto", X)
+    assert isinstance(engine, NumbaEngine)
+    np.testing.assert_array_equal(engine.x_sq, NumpyEngine(X).x_sq)
+    _assert_same(call(engine, centers), call(NumpyEngine(X), centers))
+    compiling.set()
+    _assert_same(call(engine, centers), call(_numba_engine_like(engine), centers))
+
+
+def test_explicit_numba_backend_waits_for_its_kernels(compiling):
+    X, centers = _data(np.float64, False)
+    engine = get_engine("numba", X)
+    _assert_same(engine.estep(centers, SPEC), NumbaEngine(X).estep(centers, SPEC))
+    assert not compiling.is_set()
+
+
+def test_a_numpy_pass_stops_when_the_kernels_become_ready(compiling, monkeypatch):
+    X, centers = _data(np.float64, False, n_samples=200_000)  # several blocks of rows
+    blocks = []
+    numpy_block = NumpyEngine._block_sq_distances
+
+    def first_block_then_ready(self, rows, *args):
+        blocks.append(rows)
+        compiling.set()
+        return numpy_block(self, rows, *args)
+
+    monkeypatch.setattr(NumpyEngine, "_block_sq_distances", first_block_then_ready)
+    engine = get_engine("auto", X)
+    _assert_same(engine.estep(centers, SPEC), _numba_engine_like(engine).estep(centers, SPEC))
+    assert len(blocks) == 1
+
+
+def test_large_passes_wait_for_the_kernels(compiling, monkeypatch):
+    X, centers = _data(np.float32, True)
+    monkeypatch.setattr(_numba, "NUMPY_WORK_MAX", X.nnz * len(centers) - 1)
+    blocks = []
+    monkeypatch.setattr(NumpyEngine, "_block_sq_distances",
+                        lambda self, rows, *args: blocks.append(rows))
+    engine = get_engine("auto", X)
+    threading.Timer(0.05, compiling.set).start()
+    _assert_same(engine.estep(centers, SPEC), _numba_engine_like(engine).estep(centers, SPEC))
+    assert blocks == []
+
+
+def _fit_in_forked_child(kernels):
+    assert kernels.orphaned and not kernels.wait_unless_compiling(timeout=60)
+    X, centers = _data(np.float64, False)
+    engine = get_engine("auto", X)  # a pass above NUMPY_WORK_MAX, which would wait
+    _assert_same(engine.estep(centers, SPEC), NumpyEngine(X).estep(centers, SPEC))
+
+
+def test_a_forked_child_runs_numpy_passes_instead_of_waiting(monkeypatch):
+    release = threading.Event()
+    kernels = warmup(("test-fork", os.getpid()), lambda: release.wait(60))
+    monkeypatch.setattr(_numba, "_kernels_in_background", lambda X: kernels)
+    monkeypatch.setattr(_numba, "NUMPY_WORK_MAX", 0)
+    child = multiprocessing.get_context("fork").Process(target=_fit_in_forked_child,
+                                                        args=(kernels,))
+    child.start()
+    child.join(120)
+    release.set()
+    if child.exitcode is None:
+        child.kill()
+    assert child.exitcode == 0
+    assert not kernels.orphaned  # only in the child
+
+
+def test_input_kind_names_layout_and_dtypes():
+    X = np.zeros((3, 2), dtype=np.float32)
+    assert input_kind(X) == ("dense", "float32")
+    assert input_kind(sp.csr_matrix(X.astype(np.float64))) == ("CSR", "float64", "int32")
+
+
+def test_warmup_waits_for_a_load_but_not_for_a_compilation():
+    release = threading.Event()
+
+    def compiles():
+        njit(cache=False)(lambda x: x + 1.0)(1.0)  # a numba compilation starts...
+        release.wait(60)  # ...and lasts until the test says so
+
+    started = KernelWarmup("test-compiles", compiles)
+    assert started.wait_unless_compiling(timeout=60) is False  # returns at once, not in 60 s
+    release.set()
+    assert started.ready.wait(60)
+    loads = KernelWarmup("test-loads", lambda: None)
+    assert loads.wait_unless_compiling(timeout=60) is True
+
+
+def test_warmup_of_a_failing_build_is_ready_for_the_pass_to_raise():
+    def fails():
+        raise RuntimeError("no compiler")
+
+    broken = KernelWarmup("test-fails", fails)
+    assert broken.wait_unless_compiling(timeout=60) is True
+    assert isinstance(broken.error, RuntimeError)
+
+
+def test_one_warmup_per_input_kind():
+    calls = []
+    key = ("test-kind", os.getpid())
+    first = warmup(key, lambda: calls.append(1))
+    assert warmup(key, lambda: calls.append(2)) is first
+    assert first.ready.wait(60)
+    assert calls == [1]
+
+
+_COLD_PROCESS = """
+import threading
+import numpy as np
+from numba import njit
+import scipy.sparse as sp
+from softkmeans import SoftKMeans
+from softkmeans._backends import _numba, _numba_warmup
+
+held = threading.Event()
+build = _numba._build_kernels
+# the background thread starts a compilation (the fit stops waiting), then waits for the test
+_numba._build_kernels = lambda kind: (njit(lambda: 0)(), held.wait(60), build(kind))
+X = sp.csr_matrix(np.random.default_rng(0).normal(size=(300, 4)))
+first = SoftKMeans(3, random_state=0).fit(X)
+numpy_fit = SoftKMeans(3, random_state=0, backend="numpy").fit(X)
+kernels = _numba_warmup._warmups[("CSR", "float64", "int32")]
+print(not kernels.ready.is_set(), np.array_equal(first.cluster_centers_,
+                                                 numpy_fit.cluster_centers_))
+held.set()
+"""
+
+_WARM_PROCESS = """
+import numpy as np
+import scipy.sparse as sp
+from softkmeans import SoftKMeans
+from softkmeans._backends import _numba_warmup
+from softkmeans._backends._numba_kernels import csr_pass
+
+X = sp.csr_matrix(np.random.default_rng(0).normal(size=(300, 4)))
+first = SoftKMeans(3, random_state=0).fit(X)
+hits = sum(csr_pass.stats.cache_hits.values())
+numba_fit = SoftKMeans(3, random_state=0, backend="numba").fit(X)
+print(hits, np.array_equal(first.cluster_centers_, numba_fit.cluster_centers_))
+"""
+
+
+def test_a_cold_process_fits_at_once_and_leaves_the_kernels_cached(tmp_path):
+    """The first fit runs on numpy; the process ends after the compilation, which it caches."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def run(code):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert run(_COLD_PROCESS) == ["True", "True"]
+    hits, same = run(_WARM_PROCESS)
+    assert int(hits) >= 1 and same == "True"  # loaded from the cache, used by the first fit
