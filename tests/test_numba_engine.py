@@ -395,6 +395,25 @@ def test_thread_pool_works_in_a_forked_child():
         child.kill()
 
 
+_WITHOUT_FORK = """
+import os
+del os.register_at_fork  # as on Windows
+import numpy as np
+from softkmeans import SoftKMeans
+X = np.random.default_rng(0).normal(size=(60, 3))
+print(repr(SoftKMeans(3, random_state=0).fit(X).inertia_))
+"""
+
+
+def test_imports_and_fits_where_os_cannot_fork():
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_FORK], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    expected = SoftKMeans(3, random_state=0).fit(X).inertia_
+    assert float(done.stdout.strip()) == pytest.approx(expected, rel=1e-12)
+
+
 def test_thread_count_follows_limits():
     assert effective_n_threads(1) == 1
     assert effective_n_threads(10**6) >= 1

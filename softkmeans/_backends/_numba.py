@@ -159,7 +159,8 @@ def _forget_pool():
 
 
 _forget_pool()
-os.register_at_fork(after_in_child=_forget_pool)  # a forked child has none of the threads
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forget_pool)  # a forked child has none of the threads
 
 
 def _submit(kernel, n_threads, args):

@@ -51,7 +51,8 @@ def _after_fork_in_child():
         found.orphan()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _CompileSignal(event.Listener):
