@@ -25,6 +25,7 @@ to 1e150 (outside, ``2 sigma^2`` would leave float64's normal numbers): others
 get a ``ValueError``.
 """
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,12 +67,19 @@ def _data(X):
                                      input_name="X"))
 
 
-def _engine(X, sample_weight, backend):
+def _n_threads(n_threads):
+    if n_threads is not None and (isinstance(n_threads, bool)
+                                  or not isinstance(n_threads, numbers.Integral) or n_threads < 1):
+        raise ValueError(f"n_threads must be an int >= 1 or None, got {n_threads!r}.")
+    return n_threads
+
+
+def _engine(X, sample_weight, backend, n_threads):
     X = _data(X)
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if not np.any(weights > 0):
         raise ValueError("sample_weight is zero for every sample; at least one must be > 0.")
-    return get_engine(backend, X, weights)
+    return get_engine(backend, X, weights, _n_threads(n_threads))
 
 
 def _centers(centers, engine):
@@ -136,7 +144,7 @@ def _configuration(engine, centers, hard=None):
 
 
 # ---------------------------------------------------------------- public
-def margins(X, centers, *, sample_weight=None, backend="auto"):
+def margins(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     """Assignment margins ``Delta_i`` and their minimum ``Delta_min``.
 
     ``Delta_i`` is the second smallest minus the smallest squared distance of
@@ -151,6 +159,9 @@ def margins(X, centers, *, sample_weight=None, backend="auto"):
         Observations with zero weight are left out of the minimum.
     backend : str, default="auto"
         Engine that runs the pass.
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -164,12 +175,12 @@ def margins(X, centers, *, sample_weight=None, backend="auto"):
     >>> delta.tolist(), delta_min
     ([9.0, 3.0, 15.0], 3.0)
     """
-    engine = _engine(X, sample_weight, backend)
+    engine = _engine(X, sample_weight, backend, n_threads)
     stats = engine.estep(_centers(centers, engine), _HARD, with_sums=False)
     return stats.margins, _hard_margins(stats, engine.sample_weight)[1]
 
 
-def balance(X, centers, *, sample_weight=None, backend="auto"):
+def balance(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     """Balance ``rho = min_j |S_j| / n`` of the nearest-centroid clusters.
 
     0 when a centroid is nobody's nearest. With weights, ``|S_j|`` and ``n``
@@ -181,6 +192,9 @@ def balance(X, centers, *, sample_weight=None, backend="auto"):
     centers : array-like of shape (n_clusters, n_features)
     sample_weight : array-like of shape (n_samples,), default=None
     backend : str, default="auto"
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -192,12 +206,12 @@ def balance(X, centers, *, sample_weight=None, backend="auto"):
     >>> balance([[0.0], [1.0], [4.0], [5.0]], [[0.0], [5.0]])
     0.5
     """
-    engine = _engine(X, sample_weight, backend)
+    engine = _engine(X, sample_weight, backend, n_threads)
     stats = engine.estep(_centers(centers, engine), _HARD, with_sums=False)
     return float(stats.masses.min() / engine.sample_weight.sum())
 
 
-def radii(X, centers, *, sample_weight=None, backend="auto"):
+def radii(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     """Cluster radii ``B_j`` of Thm 18 and the spread ``R`` of Lemma 23.
 
     ``B_j = max_i ||x_i - T_Lloyd,j(mu)||`` is the largest distance from any
@@ -211,6 +225,9 @@ def radii(X, centers, *, sample_weight=None, backend="auto"):
     centers : array-like of shape (n_clusters, n_features)
     sample_weight : array-like of shape (n_samples,), default=None
     backend : str, default="auto"
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -224,12 +241,12 @@ def radii(X, centers, *, sample_weight=None, backend="auto"):
     >>> B.tolist(), R
     ([9.0, 10.0], 10.0)
     """
-    engine = _engine(X, sample_weight, backend)
+    engine = _engine(X, sample_weight, backend, n_threads)
     config = _configuration(engine, _centers(centers, engine))
     return config.radii, config.R
 
 
-def responsibilities(X, centers, sigma, alpha=None, *, backend="auto"):
+def responsibilities(X, centers, sigma, alpha=None, *, backend="auto", n_threads=None):
     """Soft assignments of every observation to every centroid.
 
     Softmax ``r_ij = softmax_j(-||x_i - mu_j||^2 / (2 sigma^2))`` when ``alpha``
@@ -245,6 +262,9 @@ def responsibilities(X, centers, sigma, alpha=None, *, backend="auto"):
     alpha : float or None, default=None
         Entmax order (> 1), or None for softmax.
     backend : str, default="auto"
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -257,7 +277,7 @@ def responsibilities(X, centers, sigma, alpha=None, *, backend="auto"):
     >>> responsibilities([[0.0], [1.0]], [[0.0], [2.0]], sigma=0.5, alpha=1.5).tolist()
     [[1.0, 0.0], [0.5, 0.5]]
     """
-    engine = _engine(X, None, backend)
+    engine = _engine(X, None, backend, n_threads)
     sigma = check_sigma(sigma)
     spec = (RelaxationSpec("softmax", sigma) if alpha is None
             else RelaxationSpec("entmax", sigma, _alpha(alpha)))
@@ -265,7 +285,7 @@ def responsibilities(X, centers, sigma, alpha=None, *, backend="auto"):
 
 
 def identification_sigma(X, centers, alpha=1.5, *, per_sample=False, sample_weight=None,
-                         backend="auto"):
+                         backend="auto", n_threads=None):
     """Largest temperature at which entmax-alpha assignments are exactly hard.
 
     ``sigma_id = sqrt((alpha - 1) Delta_min / 2)`` (``sqrt(Delta_min) / 2`` at
@@ -284,6 +304,9 @@ def identification_sigma(X, centers, alpha=1.5, *, per_sample=False, sample_weig
         observation instead of the global one.
     sample_weight : array-like of shape (n_samples,), default=None
     backend : str, default="auto"
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -296,13 +319,15 @@ def identification_sigma(X, centers, alpha=1.5, *, per_sample=False, sample_weig
     0.8660254037844386
     """
     alpha = _alpha(alpha)
-    delta, delta_min = margins(X, centers, sample_weight=sample_weight, backend=backend)
+    delta, delta_min = margins(X, centers, sample_weight=sample_weight, backend=backend,
+                               n_threads=n_threads)
     if per_sample:
         return bounds.identification_sigma(delta, alpha)
     return float(bounds.identification_sigma(delta_min, alpha))
 
 
-def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto"):
+def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto",
+                       n_threads=None):
     """Number ``N_sigma`` of observations whose entmax-alpha assignment is not one-hot.
 
     An observation is identified exactly when its margin reaches
@@ -319,6 +344,9 @@ def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, back
     alpha : float, default=1.5
     sample_weight : array-like of shape (n_samples,), default=None
     backend : str, default="auto"
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -332,7 +360,7 @@ def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, back
     1.0
     """
     sigma, alpha = check_sigma(sigma), _alpha(alpha)
-    engine = _engine(X, sample_weight, backend)
+    engine = _engine(X, sample_weight, backend, n_threads)
     stats = engine.estep(_centers(centers, engine), _HARD, with_sums=False)
     return _unidentified_weight(stats.margins, engine.sample_weight, sigma, alpha)
 
@@ -459,12 +487,13 @@ def _certificate(engine, centers, sigma, alpha, known=None, maps=True):
     return Certificate(checks, constants), passes
 
 
-def _setup(X, centers, sigma, alpha, sample_weight, backend):
-    engine = _engine(X, sample_weight, backend)
+def _setup(X, centers, sigma, alpha, sample_weight, backend, n_threads):
+    engine = _engine(X, sample_weight, backend, n_threads)
     return engine, _centers(centers, engine), check_sigma(sigma), _alpha(alpha)
 
 
-def objective_gaps(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto"):
+def objective_gaps(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto",
+                   n_threads=None):
     """The value gaps ``J - F_sigma`` and ``J - F^alpha_sigma`` with their bounds.
 
     ``J - F_sigma = 2 sigma^2 sum_i log1p(S_i)`` is accumulated row by row, so it
@@ -483,6 +512,9 @@ def objective_gaps(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend=
     alpha : float, default=1.5
     sample_weight : array-like of shape (n_samples,), default=None
     backend : str, default="auto"
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -497,11 +529,12 @@ def objective_gaps(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend=
     >>> gaps.all_hold, round(gaps.constants["tsallis_gap"], 6)
     (True, 0.0)
     """
-    engine, centers, sigma, alpha = _setup(X, centers, sigma, alpha, sample_weight, backend)
+    engine, centers, sigma, alpha = _setup(X, centers, sigma, alpha, sample_weight, backend,
+                                           n_threads)
     return _certificate(engine, centers, sigma, alpha, maps=False)[0]
 
 
-def centroid_map_bound(X, centers, sigma, *, sample_weight=None, backend="auto"):
+def centroid_map_bound(X, centers, sigma, *, sample_weight=None, backend="auto", n_threads=None):
     """Thm 18: how far one softmax update can be from one Lloyd update.
 
     ``||T_sigma,j(mu) - T_Lloyd,j(mu)|| <= (B_j / rho) q / (1 - q)`` with
@@ -515,6 +548,9 @@ def centroid_map_bound(X, centers, sigma, *, sample_weight=None, backend="auto")
     sigma : float
     sample_weight : array-like of shape (n_samples,), default=None
     backend : str, default="auto"
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -529,13 +565,14 @@ def centroid_map_bound(X, centers, sigma, *, sample_weight=None, backend="auto")
     >>> bool(q < 1e-10), bool(bound.max() < 1e-9)
     (True, True)
     """
-    engine, centers, sigma, _ = _setup(X, centers, sigma, 1.5, sample_weight, backend)
+    engine, centers, sigma, _ = _setup(X, centers, sigma, 1.5, sample_weight, backend,
+                                       n_threads)
     config = _configuration(engine, centers)
     q = bounds.q_factor(config.margin_min, sigma, config.n_clusters)
     return bounds.centroid_map_bound(config.radii, config.rho, q), q
 
 
-def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="auto"):
+def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="auto", n_threads=None):
     """Constants of Lemma 23 and Thms 24-25 at a configuration or along a Lloyd path.
 
     For a Lloyd fixed point ``centers`` (Thm 24) or a Lloyd path (Thm 25, an
@@ -555,6 +592,9 @@ def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="aut
     sigma : float
     sample_weight : array-like of shape (n_samples,), default=None
     backend : str, default="auto"
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -571,7 +611,7 @@ def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="aut
     """
     path = np.asarray(centers, dtype=np.float64)
     path = path[None] if path.ndim == 2 else path
-    engine = _engine(X, sample_weight, backend)
+    engine = _engine(X, sample_weight, backend, n_threads)
     sigma = check_sigma(sigma)
     configs = [_configuration(engine, _centers(mu, engine)) for mu in path]
     head = configs[:-1] or configs
@@ -583,7 +623,7 @@ def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="aut
     return out
 
 
-def certify(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto"):
+def certify(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto", n_threads=None):
     """Evaluate every bound of the paper at one configuration.
 
     The rows are those of :func:`objective_gaps` plus the centroid maps:
@@ -600,6 +640,9 @@ def certify(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto")
     alpha : float, default=1.5
     sample_weight : array-like of shape (n_samples,), default=None
     backend : str, default="auto"
+    n_threads : int, default=None
+        Threads of the numba engine's pass (see :class:`~softkmeans.SoftKMeans`);
+        None follows the OpenMP limit in effect.
 
     Returns
     -------
@@ -619,7 +662,8 @@ def certify(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto")
     >>> cert["centroid_map_softmax"].source
     'Thm 18'
     """
-    engine, centers, sigma, alpha = _setup(X, centers, sigma, alpha, sample_weight, backend)
+    engine, centers, sigma, alpha = _setup(X, centers, sigma, alpha, sample_weight, backend,
+                                           n_threads)
     return _certificate(engine, centers, sigma, alpha)[0]
 
 

@@ -181,6 +181,54 @@ def test_bad_input_is_named(data, kwargs, match):
         certify(X, **args, **NP)
 
 
+#: Every public function that runs passes, with its arguments after X and centers.
+PASS_FUNCTIONS = [
+    (margins, ()), (balance, ()), (radii, ()), (responsibilities, (0.9,)),
+    (identification_sigma, ()), (unidentified_count, (0.9,)), (objective_gaps, (0.9,)),
+    (centroid_map_bound, (0.9,)), (fixed_point_constants, (0.9,)), (certify, (0.9,)),
+]
+
+
+def _numbers(result):
+    """The numbers of a diagnostic's result, flattened, for comparison."""
+    if isinstance(result, Certificate):
+        return [[check.observed, check.bound] for check in result.checks]
+    if isinstance(result, dict):
+        return [np.ravel(value) for value in result.values()]
+    if isinstance(result, tuple):
+        return [np.ravel(value) for value in result]
+    return [np.ravel(result)]
+
+
+@pytest.mark.parametrize(("function", "args"), PASS_FUNCTIONS,
+                         ids=[f.__name__ for f, _ in PASS_FUNCTIONS])
+def test_n_threads_reaches_the_engine_and_leaves_results_alone(data, function, args,
+                                                               monkeypatch):
+    import softkmeans.diagnostics as diagnostics
+
+    X, centers, _ = data
+    X = np.tile(X, (400, 1))  # large enough for two threads
+    requested = []
+    get_engine = diagnostics.get_engine
+
+    def recording(*engine_args):
+        requested.append(engine_args[-1])
+        return get_engine(*engine_args)
+
+    monkeypatch.setattr(diagnostics, "get_engine", recording)
+    one, two = (function(X, centers, *args, backend="numba", n_threads=n) for n in (1, 2))
+    assert set(requested) == {1, 2}
+    for a, b in zip(_numbers(one), _numbers(two), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_threads", [0, -1, 1.5, "2", True])
+def test_bad_n_threads_is_named(data, n_threads):
+    X, centers, _ = data
+    with pytest.raises(ValueError, match="n_threads must be an int >= 1 or None"):
+        margins(X, centers, n_threads=n_threads)
+
+
 @pytest.mark.parametrize(("scale", "match"), [(1e160, "too large"), (1e-160, "too small")])
 def test_data_whose_squared_distances_leave_float64_is_rejected(data, scale, match):
     X, centers, _ = data
