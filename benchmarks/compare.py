@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "asv_bench")]
 
 from benchmarks.common import (  # noqa: E402
+    BACKEND,
     FaissIteration,
     GemmBound,
     OursIteration,
@@ -94,7 +95,7 @@ def ratio_summary(times, reference):
 
 _PEAK_SCRIPT = """
 import os, sys, threading, time
-from benchmarks.common import make_data, temperatures
+from benchmarks.common import BACKEND, make_data, temperatures
 from softkmeans import SoftKMeans
 
 def rss():
@@ -104,7 +105,7 @@ def rss():
 n, k = int(sys.argv[1]), int(sys.argv[2])
 X, init = make_data(n, k)
 sigma = temperatures(n, k)["low"]
-model = SoftKMeans(k, sigma=sigma, init=init, max_iter=1)
+model = SoftKMeans(k, sigma=sigma, init=init, max_iter=1, backend=BACKEND)
 model.fit(X[:1000])  # load the compiled kernels
 base = peak = rss()
 done = False
@@ -117,7 +118,7 @@ def watch():
 
 watcher = threading.Thread(target=watch)
 watcher.start()
-SoftKMeans(k, sigma=sigma, init=init, max_iter=2).fit(X)
+SoftKMeans(k, sigma=sigma, init=init, max_iter=2, backend=BACKEND).fit(X)
 done = True
 watcher.join()
 print(X.nbytes / 1e6, base / 1e6, peak / 1e6)
@@ -143,12 +144,12 @@ def annealed_report(n, k):
     from softkmeans import AnnealedKMeans
 
     X, init = make_data(n, k)
-    AnnealedKMeans(k, init=init, n_temperatures=2, max_iter=2).fit(X[:1000])  # load kernels
+    AnnealedKMeans(k, init=init, n_temperatures=2, max_iter=2, backend=BACKEND).fit(X[:1000])
     start = time.perf_counter()
     sk = KMeans(k, init=init, n_init=1, algorithm="lloyd").fit(X)
     sk_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    model = AnnealedKMeans(k, init=init).fit(X)
+    model = AnnealedKMeans(k, init=init, backend=BACKEND).fit(X)
     seconds = time.perf_counter() - start
     stages = model.temperature_n_iter_
     polish = model.n_iter_ - int(stages.sum())

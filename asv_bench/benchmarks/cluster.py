@@ -9,6 +9,7 @@ mixins turn them into ``time_fit``, ``peakmem_fit``, ``track_inertia`` and
 import numpy as np
 
 from .common import (
+    BACKEND,
     Benchmark,
     FaissIteration,
     OursIteration,
@@ -63,7 +64,8 @@ class SoftKMeansSuite(_Ours):
     def make_estimator(self):
         from softkmeans import SoftKMeans
 
-        return SoftKMeans(self.shape[1], sigma=self.sigma(), init=self.init, max_iter=MAX_ITER)
+        return SoftKMeans(self.shape[1], sigma=self.sigma(), init=self.init, max_iter=MAX_ITER,
+                          backend=BACKEND)
 
 
 class SoftKMeansHighTemperatureSuite(_Ours):
@@ -72,7 +74,8 @@ class SoftKMeansHighTemperatureSuite(_Ours):
     def make_estimator(self):
         from softkmeans import SoftKMeans
 
-        return SoftKMeans(self.shape[1], sigma=self.sigma(), init=self.init, max_iter=MAX_ITER)
+        return SoftKMeans(self.shape[1], sigma=self.sigma(), init=self.init, max_iter=MAX_ITER,
+                          backend=BACKEND)
 
 
 class EntmaxKMeansSuite(_Ours):
@@ -82,7 +85,7 @@ class EntmaxKMeansSuite(_Ours):
         from softkmeans import EntmaxKMeans
 
         return EntmaxKMeans(self.shape[1], sigma=self.sigma(), init=self.init,
-                            max_iter=MAX_ITER)
+                            max_iter=MAX_ITER, backend=BACKEND)
 
 
 class AnnealedKMeansSuite(_Ours):
@@ -90,7 +93,7 @@ class AnnealedKMeansSuite(_Ours):
         from softkmeans import AnnealedKMeans
 
         return AnnealedKMeans(self.shape[1], init=self.init, n_temperatures=10,
-                              max_iter=MAX_ITER)
+                              max_iter=MAX_ITER, backend=BACKEND)
 
 
 class SklearnKMeansSuite(_Estimators):

@@ -20,10 +20,13 @@ from softkmeans._core.optimize import HARD
 from softkmeans._core.responsibilities import RelaxationSpec
 from softkmeans._core.temperature import lambda_max
 
-__all__ = ["N_FEATURES", "Benchmark", "make_data", "temperatures", "spec_for", "OursIteration",
-           "SklearnIteration", "FaissIteration", "faiss_or_skip", "GemmBound"]
+__all__ = ["BACKEND", "N_FEATURES", "Benchmark", "make_data", "temperatures", "spec_for",
+           "OursIteration", "SklearnIteration", "FaissIteration", "faiss_or_skip", "GemmBound"]
 
 N_FEATURES = 64
+#: The engine our contenders run on. ``"auto"`` would run the first passes of a process on
+#: the numpy engine while numba compiles (or loads) the kernels; ``"numba"`` waits for them.
+BACKEND = "numba"
 
 
 class Benchmark:
@@ -83,7 +86,7 @@ def spec_for(kind, temperature, n_samples, n_clusters):
 class OursIteration:
     """One alternating iteration of the engine: a pass, then the weighted means."""
 
-    def __init__(self, X, init, spec, backend="auto"):
+    def __init__(self, X, init, spec, backend=BACKEND):
         self.engine = get_engine(backend, X)
         self.centers = np.array(init, dtype=np.float64)
         self.spec = spec
