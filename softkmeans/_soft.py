@@ -57,8 +57,9 @@ class SoftKMeans(FixedTemperatureKMeans):
         ``"numba"``, which does not wait for numba to compile its kernels:
         the first fit after installation runs its passes on the numpy engine
         while they compile on a background thread (same results to
-        rounding), and ``"numba"`` waits for them (seconds, once per input
-        kind and installation; numba caches them on disk).
+        rounding; passes of more than ``2**28`` multiply-adds wait), and
+        ``"numba"`` waits for them (seconds, once per input kind and
+        installation; numba caches them on disk).
     n_threads : int, default=None
         Threads of the numba engine's passes over the data. None follows the
         OpenMP limit in effect (``OMP_NUM_THREADS`` or a ``threadpoolctl``

@@ -154,8 +154,18 @@ def test_warmup_waits_for_a_load_but_not_for_a_compilation():
     assert started.wait_unless_compiling(timeout=60) is False  # returns at once, not in 60 s
     release.set()
     assert started.ready.wait(60)
-    loads = KernelWarmup("test-loads", lambda: None)
+    loads = KernelWarmup("test-loads", lambda: release.wait(0.2))  # no compilation
     assert loads.wait_unless_compiling(timeout=60) is True
+
+
+def test_compilations_on_other_threads_do_not_count():
+    release = threading.Event()
+    waits = KernelWarmup("test-waits", lambda: release.wait(60))
+    njit(cache=False)(lambda x: x - 1.0)(1.0)  # compiled here, not on the warmup's thread
+    assert waits.wait_unless_compiling(timeout=0.5) is False  # the timeout ran out
+    assert not waits._decided.is_set()
+    release.set()
+    assert waits.ready.wait(60)
 
 
 def test_warmup_of_a_failing_build_is_ready_for_the_pass_to_raise():

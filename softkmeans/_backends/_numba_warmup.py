@@ -13,8 +13,10 @@ A background thread that finds the kernels in numba's cache loads them
 without compiling; the engine waits for that (at most
 :data:`CACHE_LOAD_WAIT` seconds), so that a process whose kernels are cached
 runs every pass on them. The thread tells a load from a compilation by
-numba's ``numba:compile`` events (:mod:`numba.core.event`), which only a
-compilation emits.
+numba's ``numba:compile`` events (:mod:`numba.core.event`) on that thread,
+which only a compilation emits. A thread that waits for numba's compiler
+lock (another input kind compiling) emits none, and the engine then waits
+out :data:`CACHE_LOAD_WAIT`.
 
 The thread is not a daemon: a process that ends while the kernels compile
 waits for them (a few seconds, once per installation), so that they reach
@@ -56,15 +58,21 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
 
 
 class _CompileSignal(event.Listener):
-    """Sets ``started`` when numba starts compiling anything."""
+    """Sets ``started`` when numba starts compiling something on the thread that made it.
+
+    numba's listeners hear the events of every thread, and each event is
+    announced on the thread that compiles.
+    """
 
     def __init__(self, started):
         self.started = started
+        self.thread = threading.get_ident()
 
-    def on_start(self, event):
-        self.started.set()
+    def on_start(self, numba_event):
+        if threading.get_ident() == self.thread:
+            self.started.set()
 
-    def on_end(self, event):
+    def on_end(self, numba_event):
         pass
 
 
@@ -96,7 +104,7 @@ class KernelWarmup:
         self.ready = threading.Event()
         self.orphaned = False
         self.error = None
-        self._decided = threading.Event()  # ready, or numba started compiling
+        self._decided = threading.Event()  # ready, or numba started compiling them
         self._build = build
         self._thread = threading.Thread(target=self._run, name=f"softkmeans-compile-{name}")
         self._thread.start()
