@@ -7,17 +7,17 @@ makes 2000 x 8 data, the timed statement is the first ``SoftKMeans(5).fit``.
 installation: the kernels compile on a background thread while the fit runs
 on the numpy engine), ``cold-numba`` the same with ``backend="numba"`` (the
 fit waits while numba compiles every kernel it calls), ``cached`` the
-default cache (filled by an untimed fit first: later processes). Rounds alternate the
-cases; the table holds median seconds (and the range) over the rounds, and
-the time of ``import softkmeans``.
+default cache (filled by an untimed fit first: later processes). Rounds
+alternate the cases; the table holds median seconds (and the range) over the
+rounds, and the time of ``import softkmeans``.
 
 ``--sizes NxDxK ...`` instead times cold first fits of larger dense float32
 data (a Gaussian mixture of K components, K of its rows as the start,
 ``max_iter=50``), with ``backend="auto"`` and ``backend="numba"``: where the
 numba engine runs numpy passes during the compilation and where it waits.
 
-``--breakdown LAYOUT DTYPE`` instead runs one ``cold-numba`` first fit with numba's
-event recorder and lists what it compiled: each function's own seconds
+``--breakdown LAYOUT DTYPE`` instead runs one ``cold-numba`` first fit with
+numba's event recorder and lists what it compiled: each function's own seconds
 (its callees' compilations taken out), the seconds numba held its LLVM lock
 (optimization and machine code), and the rest (numba's typing and lowering
 in Python).
@@ -154,8 +154,11 @@ def print_breakdown(records, top=15):
               f"{sum(r[1][1] for r in rest):>8.2f}")
 
 
-def large_first_fits(sizes, file=sys.stdout):
-    """Print the cold first fit seconds of each ``(n, d, k)`` with both numba backends."""
+def large_first_fits(sizes, file=None):
+    """Print the cold first fit seconds of each ``(n, d, k)`` with both numba backends.
+
+    ``file`` as in :func:`print` (standard output when None).
+    """
     print(f"{'cold first fit, dense float32':<32}{'auto s':>10}{'numba s':>10}", file=file)
     for n, d, k in sizes:
         setup = COLD_CACHE + _LARGE_DATA.format(n=n, d=d, k=k)
