@@ -214,6 +214,8 @@ from softkmeans import SoftKMeans
 from softkmeans._backends import _numba_warmup
 from softkmeans._backends._numba_kernels import csr_pass
 
+_numba_warmup.CACHE_LOAD_WAIT = 120.0  # however slow the machine, the fit waits for the load
+
 X = sp.csr_matrix(np.random.default_rng(0).normal(size=(300, 4)))
 first = SoftKMeans(3, random_state=0).fit(X)
 hits = sum(csr_pass.stats.cache_hits.values())

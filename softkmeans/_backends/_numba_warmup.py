@@ -119,13 +119,13 @@ class KernelWarmup:
             self.ready.set()
             self._decided.set()
 
-    def wait_unless_compiling(self, timeout=CACHE_LOAD_WAIT):
+    def wait_unless_compiling(self, timeout=None):
         """Wait for the kernels while they are being loaded; whether they are ready.
 
         Returns as soon as they are ready, or numba starts compiling them, or
-        after ``timeout`` seconds.
+        after ``timeout`` seconds (:data:`CACHE_LOAD_WAIT` when None).
         """
-        self._decided.wait(timeout)
+        self._decided.wait(CACHE_LOAD_WAIT if timeout is None else timeout)
         return self.ready.is_set()
 
     def orphan(self):
