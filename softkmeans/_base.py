@@ -29,7 +29,7 @@ from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.temperature import auto_sigma, lambda_max
-from ._validation import canonical_csr
+from ._validation import N_THREADS_CONSTRAINT, canonical_csr
 from .diagnostics import fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
@@ -50,7 +50,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
         "backend": [StrOptions({"auto", *BACKENDS})],
-        "n_threads": [Interval(Integral, 1, None, closed="left"), None],
+        "n_threads": N_THREADS_CONSTRAINT,
         "verbose": ["verbose"],
         "record_path": ["boolean", StrOptions({"centers"})],
     }

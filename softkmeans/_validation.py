@@ -1,8 +1,14 @@
 """Input preparation shared by the estimators and the diagnostics."""
 
-import numpy as np
+from numbers import Integral
 
-__all__ = ["canonical_csr"]
+import numpy as np
+from sklearn.utils._param_validation import Interval
+
+__all__ = ["N_THREADS_CONSTRAINT", "canonical_csr"]
+
+#: scikit-learn parameter constraint of ``n_threads``, in the estimators and the diagnostics.
+N_THREADS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), None]
 
 _INT32_MAX = np.iinfo(np.int32).max
 

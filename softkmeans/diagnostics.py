@@ -25,11 +25,11 @@ to 1e150 (outside, ``2 sigma^2`` would leave float64's normal numbers): others
 get a ``ValueError``.
 """
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.utils import check_array
+from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import _check_sample_weight
 
 from ._backends import get_engine
@@ -38,7 +38,7 @@ from ._core.bounds import BoundCheck, Certificate
 from ._core.optimize import weighted_means
 from ._core.responsibilities import RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
-from ._validation import canonical_csr
+from ._validation import N_THREADS_CONSTRAINT, canonical_csr
 
 __all__ = [
     "BoundCheck",
@@ -67,19 +67,14 @@ def _data(X):
                                      input_name="X"))
 
 
-def _n_threads(n_threads):
-    if n_threads is not None and (isinstance(n_threads, bool)
-                                  or not isinstance(n_threads, numbers.Integral) or n_threads < 1):
-        raise ValueError(f"n_threads must be an int >= 1 or None, got {n_threads!r}.")
-    return n_threads
-
-
 def _engine(X, sample_weight, backend, n_threads):
     X = _data(X)
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if not np.any(weights > 0):
         raise ValueError("sample_weight is zero for every sample; at least one must be > 0.")
-    return get_engine(backend, X, weights, _n_threads(n_threads))
+    validate_parameter_constraints({"n_threads": N_THREADS_CONSTRAINT}, {"n_threads": n_threads},
+                                   caller_name="softkmeans.diagnostics")
+    return get_engine(backend, X, weights, n_threads)
 
 
 def _centers(centers, engine):
