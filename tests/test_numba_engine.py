@@ -289,7 +289,11 @@ def test_extreme_temperatures(dtype, sigma, sparse, kind):
 @pytest.mark.parametrize("sigma", [1e-30, 1e-12, 1.0, 1e30])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_tied_centroids_at_any_temperature(dtype, sigma):
-    """Every centroid doubled: every row is soft (a tie), so every chunk takes the dense path."""
+    """Every centroid doubled: every row is soft (a tie).
+
+    Every chunk takes the dense softmax path, except in float32 at sigma 1e-30,
+    too cold for float32 exponents (``dense_inverse``): its rows go one by one.
+    """
     X, weights, init = _data(dtype, False, seed=2)
     init = np.repeat(init[:3], 2, axis=0)
     spec = RelaxationSpec("softmax", sigma)
@@ -301,6 +305,25 @@ def test_tied_centroids_at_any_temperature(dtype, sigma):
     np.testing.assert_allclose(resp[:, 0::2], resp[:, 1::2], rtol=RTOL[dtype])
     if sigma <= 1e-12:
         np.testing.assert_allclose(resp.max(axis=1), 0.5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1e-15, 3e-16, 1e-18])
+def test_tied_rows_of_tiny_float32_data_at_a_colder_temperature(scale):
+    """Distance gaps near 1e-30 in float32 at sigma 1e-20: far centroids get exactly 0.
+
+    Every row is tied between two coincident centroids, so the chunks are soft;
+    the other centroids lie about 1e20 sigma away.
+    """
+    rng = np.random.RandomState(0)
+    blobs = [rng.normal(c, 0.3, (100, 2)) for c in ([0, 0], [3, 0], [0, 3])]
+    X = (np.vstack(blobs) * scale).astype(np.float32)
+    centers = np.array([[0.0, 0.0], [0.0, 0.0], [3.0, 0.0], [0.0, 3.0]]) * scale
+    spec = RelaxationSpec("softmax", 1e-20)
+    resp = NumbaEngine(X).responsibilities(centers, spec)
+    np.testing.assert_array_equal(resp, NumpyEngine(X).responsibilities(centers, spec))
+    np.testing.assert_array_equal(resp[:100], np.tile([0.5, 0.5, 0.0, 0.0], (100, 1)))
+    _assert_stats_close(NumbaEngine(X).estep(centers, spec), NumpyEngine(X).estep(centers, spec),
+                        RTOL[np.float32])
 
 
 def test_softmax_gap_keeps_relative_precision_at_low_temperature():

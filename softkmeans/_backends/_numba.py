@@ -42,9 +42,9 @@ from ._numba_kernels import (
     OUT_GAP,
     OUT_NONE,
     OUT_RESP,
-    bounded_inverse,
     chunk_rows,
     csr_pass,
+    dense_inverse,
     dense_pass,
     dense_row_sq_norms,
     pass_layout,
@@ -381,7 +381,7 @@ class NumbaEngine(NumpyEngine):
             layout = pass_layout(k, n_features, X.dtype, blocked_products())
             run_threads(dense_pass, n_threads, X, self.sample_weight, self.x_sq,
                         centers.astype(X.dtype), c_sq, *layout, kind, tau,
-                        bounded_inverse(tau, X.dtype), *rest, limit_blas=limit_blas)
+                        dense_inverse(tau, X.dtype), *rest, limit_blas=limit_blas)
         parts = ((sums, k), (masses, k), (scalars, 3))
         sums, masses, scalars = (a[0, :size] if n_threads == 1 else a[:, :size].sum(axis=0)
                                  for a, size in parts)

@@ -75,7 +75,7 @@ from ._numba_rows import (
 from ._numba_transpose import TILE_BYTES, transpose_rows
 
 __all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "OUT_NONE", "OUT_RESP",
-           "OUT_DIST", "OUT_GAP", "OUT_FARTHEST", "SMALL_PRODUCT", "bounded_inverse",
+           "OUT_DIST", "OUT_GAP", "OUT_FARTHEST", "SMALL_PRODUCT", "dense_inverse",
            "chunk_rows", "product_block", "pass_layout", "dense_pass", "csr_pass",
            "dense_row_sq_norms"]
 
@@ -92,15 +92,19 @@ _JIT = JIT_OPTIONS
 _INNER = INNER_JIT_OPTIONS
 
 
-def bounded_inverse(tau, dtype):
-    """``1 / tau`` in ``dtype``, at most ``1e-8`` of the dtype's largest value.
+def dense_inverse(tau, dtype):
+    """``1 / tau`` in ``dtype`` for the dense softmax finish, or 0 where it is too large.
 
-    Dense softmax exponents are differences times it: bounding it keeps an
-    exponent that is exactly 0 (a tie) at 0 however cold the temperature,
-    where every other exponent is far below the skip rule either way.
+    Dense softmax exponents are differences of distances in ``dtype`` times it.
+    Beyond ``1e-8`` of the dtype's largest value (``tau`` below about 3e-31 in
+    float32; never in float64, whose ``tau`` is at least 2e-300) the
+    differences that still carry a weight are so close to the dtype's smallest
+    values that no product in it is exact enough: 0 then sends every soft row
+    to the row-by-row path, which divides by ``tau`` in float64. At such
+    temperatures the soft rows are the tied ones.
     """
     limit = float(np.finfo(dtype).max) * 1e-8
-    return np.dtype(dtype).type(limit if tau * limit <= 1.0 else 1.0 / tau)
+    return np.dtype(dtype).type(0.0 if tau * limit <= 1.0 else 1.0 / tau)
 
 
 #: A dense softmax row adds its nearest centroid's share through the chunk's product
@@ -274,7 +278,7 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
     lies in ``[exp(-37), 1]``, so float32 holds it without underflow. Row sums
     of ``E`` (``others``) run in the dtype of X over blocks of
     :data:`SUM_BLOCK` centroids, then in float64; ``inv_tau`` is
-    :func:`bounded_inverse`.
+    :func:`dense_inverse` (not 0).
 
     With ``s_r = exp(-(second_r - dmin_r) / tau)`` (float64), a row's weights are 1
     for its nearest centroid and ``s_r E[j, r]`` for the others, so
@@ -364,7 +368,8 @@ def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, t
     accumulators ``all_sums[thread, :k]``, ``all_masses[thread, :k]`` and
     ``all_scalars[thread, :3]`` (objective, inertia, gap). ``centers``
     (C-contiguous) is in the dtype of X; ``c_sq`` holds the squared norms of
-    the float64 centroids; ``inv_tau`` is :func:`bounded_inverse`. The
+    the float64 centroids; ``inv_tau`` is :func:`dense_inverse` (0: no
+    dense softmax finish). The
     products run by blocks of ``step`` centroids (``k`` for one call each),
     the cross term on the transposed chunk if ``transposes``: see
     :func:`pass_layout`.
@@ -417,7 +422,7 @@ def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, t
         for r in range(rows):
             hard[r] = is_hard_row(kind, first[r], second[r], tau, alpha)
             one_hot += hard[r]
-        if kind == SOFTMAX and (rows - one_hot) * DENSE_FRACTION > rows:
+        if kind == SOFTMAX and inv_tau > 0 and (rows - one_hot) * DENSE_FRACTION > rows:
             _dense_softmax_chunk(Xc, weights[start:stop], near, label, tau, inv_tau, with_sums,
                                  out_mode, out, labels, dmin, start, U, u_near, scaled_x, mass_buf,
                                  step, block, sums, masses, scalars)
