@@ -407,24 +407,28 @@ def _value_checks(engine, config, passes, sigma, alpha, constants):
     """Rows for the value gaps: Thm 4, Props 6-8, Prop 22(b) and the ordering."""
     k, n, W = config.n_clusters, engine.n_samples, config.total_weight
     soft, ent = passes["softmax"].gap, passes["entmax"].gap
-    tol = bounds.tol_value(n, k, float(engine.sample_weight.max()), config.R**2, sigma, alpha)
+    unit = engine.unit_roundoff
+
+    def relative(value):
+        return bounds.tol_relative(n, k, value, unit=unit)
+
+    # the entmax gap: its rows' rounding (App. C) and that of their sum
+    tol = bounds.tol_value(n, k, float(engine.sample_weight.max()), config.R**2, sigma, alpha,
+                           unit=unit) + relative(ent)
     lower, upper = bounds.margin_gap_bounds(config.margin_min, sigma, k, W, config.weight_at_min)
     unidentified = constants["n_unidentified"]
     return [
         BoundCheck("softmax_gap_nonnegative", "Thm 4", soft, 0.0, 0.0, ">="),
         BoundCheck("softmax_gap_uniform", "Thm 4", soft,
-                   bounds.softmax_uniform_bound(W, sigma, k), bounds.tol_relative(n, k, soft)),
-        BoundCheck("softmax_gap_margin_lower", "Prop 8", soft, lower,
-                   bounds.tol_relative(n, k, lower), ">="),
-        BoundCheck("softmax_gap_margin_upper", "Prop 8", soft, upper,
-                   bounds.tol_relative(n, k, soft)),
+                   bounds.softmax_uniform_bound(W, sigma, k), relative(soft)),
+        BoundCheck("softmax_gap_margin_lower", "Prop 8", soft, lower, relative(lower), ">="),
+        BoundCheck("softmax_gap_margin_upper", "Prop 8", soft, upper, relative(soft)),
         BoundCheck("tsallis_gap_nonnegative", "Prop 6", ent, 0.0, tol, ">="),
         BoundCheck("tsallis_gap_uniform", "Prop 6", ent,
                    bounds.tsallis_uniform_bound(W, sigma, k, alpha), tol),
         BoundCheck("tsallis_gap_unidentified", "Prop 22(b)", ent,
                    bounds.unidentified_gap_bound(sigma, k, alpha, unidentified), tol),
-        BoundCheck("ordering_F_sigma_le_F_alpha", "Prop 7", ent, soft,
-                   tol + bounds.tol_relative(n, k, soft)),
+        BoundCheck("ordering_F_sigma_le_F_alpha", "Prop 7", ent, soft, tol + relative(soft)),
     ]
 
 
@@ -439,7 +443,7 @@ def _worst_cluster(name, source, errors, limits, tol):
 def _map_checks(engine, config, passes, centers, sigma, alpha, constants):
     """Rows for the centroid maps: Thm 18, Prop 22(c), Thm 24."""
     k, n = config.n_clusters, engine.n_samples
-    tol = bounds.tol_centroid(n, k, config.max_norm)
+    tol = bounds.tol_centroid(n, k, config.max_norm, unit=engine.unit_roundoff)
     soft_err = np.linalg.norm(weighted_means(passes["softmax"], centers) - config.lloyd, axis=1)
     ent_err = np.linalg.norm(weighted_means(passes["entmax"], centers) - config.lloyd, axis=1)
     q = bounds.q_factor(config.margin_min, sigma, k)

@@ -310,6 +310,59 @@ def test_bounds_tolerances_follow_appendix_c():
     assert bounds.tol_value(10, 3, 2.0, 5.0, 1.0, 2.0) == 4 * 10 * 3 * u * 2.0 * 6.0
     assert bounds.tol_centroid(10, 3, 7.0) == 4 * 10 * 3 * u * 7.0
     assert bounds.tol_relative(10, 3, -2.0) == 4 * 10 * 3 * u * 2.0
+    u32 = 2.0**-24
+    assert bounds.unit_roundoff(np.float32) == u32 and bounds.unit_roundoff(np.float64) == u
+    assert bounds.tol_centroid(10, 3, 7.0, unit=u32) == 4 * 10 * 3 * u32 * 7.0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("layout", ["dense", "CSR"])
+def test_tolerances_follow_the_precision_of_the_engine(backend, layout):
+    """The numba engine multiplies dense float32 data in float32: its certificate's unit is 2^-24.
+
+    Three well separated blobs at their means: the softmax map equals Lloyd's
+    to far below float32 rounding, and every bound holds.
+    """
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(c, 1.0, (100, 4)) for c in rng.normal(0, 3, (3, 4))])
+    centers = np.array([X[:100].mean(0), X[100:200].mean(0), X[200:].mean(0)])
+    X32 = X.astype(np.float32)
+    X32 = sp.csr_matrix(X32) if layout == "CSR" else X32
+    cert = certify(X32, centers, sigma=0.3, backend=backend)
+    assert cert.all_hold, cert
+    unit = 2.0**-24 if (backend, layout) == ("numba", "dense") else 2.0**-53
+    row = cert["centroid_map_softmax"]
+    max_norm = np.linalg.norm(X.astype(np.float32).astype(float), axis=1).max()
+    assert row.tolerance == pytest.approx(bounds.tol_centroid(300, 3, max_norm, unit=unit))
+    assert SoftKMeans(3, sigma=0.3, random_state=0, backend=backend).fit(X32).bounds_.all_hold
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_tsallis_bounds_hold_where_they_are_attained(backend):
+    """Coincident centroids split every row evenly: the uniform Tsallis bound is an equality.
+
+    Its observed value is a sum of 1000 row gaps, whose rounding the tolerance covers.
+    """
+    X = np.random.RandomState(0).normal(size=(1000, 3))
+    cert = certify(X, np.tile(X.mean(0), (2, 1)), sigma=10.0, backend=backend)
+    row = cert["tsallis_gap_uniform"]
+    assert row.observed == pytest.approx(row.bound, rel=1e-12)
+    assert cert.all_hold, cert
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("alpha", [1.01, 1.5, 2.0, 3.0])
+def test_rows_are_one_hot_at_the_identification_sigma_itself(backend, alpha):
+    """Squaring a square root can put the width an ulp above the margin: sigma_id rounds down."""
+    for seed in range(30):
+        rng = np.random.RandomState(seed)
+        X, centers = rng.normal(size=(200, 3)), rng.normal(size=(4, 3))
+        sigma_id = identification_sigma(X, centers, alpha=alpha, backend=backend)
+        margin_min = margins(X, centers, backend=backend)[1]
+        assert sigma_id == pytest.approx(np.sqrt((alpha - 1) * margin_min / 2), rel=1e-15)
+        assert unidentified_count(X, centers, sigma_id, alpha, backend=backend) == 0
+        resp = responsibilities(X, centers, sigma_id, alpha=alpha, backend=backend)
+        assert np.all((resp == 0) | (resp == 1))
 
 
 def test_example_figure_runs_headless(tmp_path):

@@ -327,3 +327,16 @@ def test_sigma_auto_stays_in_the_temperature_range():
     assert auto_sigma(np.array([1e-320, 0.0]), weights) == SIGMA_MIN
     assert auto_sigma(np.array([1e307, 1e307]), weights) == SIGMA_MAX
     assert auto_sigma(np.array([10.0, 30.0]), weights) == pytest.approx(np.sqrt(2.0))
+
+
+@pytest.mark.parametrize("cls", [SoftKMeans, EntmaxKMeans])
+def test_diagnostics_of_extreme_weight_ratios_and_temperatures(cls, blobs):
+    """One weight 1e30 times the others at sigma 1e-150: rho sigma^2 underflows, no error."""
+    X, _, _ = blobs
+    weights = np.ones(len(X))
+    weights[0] = 1e30
+    model = cls(3, sigma=1e-150, random_state=0, backend="numpy").fit(X, sample_weight=weights)
+    constants = model.bounds_.constants
+    assert not any(np.isnan(value) for value in constants.values() if np.isscalar(value))
+    assert constants["L"] == 0.0 and constants["eps"] == 0.0  # q' underflows to 0
+

@@ -27,6 +27,7 @@ keeps them on the GPU.
 import numpy as np
 import scipy.sparse
 
+from .._core.bounds import unit_roundoff
 from ._array_kernels import ArrayKernels
 from ._chunks import row_blocks
 from ._namespace import is_cupy_array, to_numpy
@@ -86,6 +87,11 @@ class ArrayEngine(PassSession):
         self.x_sq = np.asarray(self._to_host(x_sq), dtype=np.float64)
         self._x_sq = x_sq.astype(self.dtype)
         self._Xw = self._weighted_X()
+
+    @property
+    def unit_roundoff(self):
+        """Unit roundoff of the passes' arithmetic, which runs in the dtype of X."""
+        return unit_roundoff(self.dtype)
 
     # ------------------------------------------------------------ namespace
     def _make_kernels(self):

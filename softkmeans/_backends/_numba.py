@@ -35,6 +35,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from .._core.bounds import UNIT_ROUNDOFF, unit_roundoff
 from .._core.responsibilities import RelaxationSpec
 from ._numba_kernels import (
     OUT_DIST,
@@ -340,6 +341,11 @@ class NumbaEngine(NumpyEngine):
         if self._sessions == 0:
             limit, self._blas_limit = self._blas_limit, None
             limit.restore_original_limits()
+
+    @property
+    def unit_roundoff(self):
+        """Unit roundoff of the passes' arithmetic: dense float32 data are multiplied in float32."""
+        return UNIT_ROUNDOFF if sp.issparse(self.X) else unit_roundoff(self.X.dtype)
 
     def _work(self, centers):
         """Multiply-adds of a pass's distance computation."""

@@ -10,6 +10,7 @@ allocated unless a caller asks for it (``responsibilities``, ``sq_distances``).
 import numpy as np
 import scipy.sparse as sp
 
+from .._core.bounds import UNIT_ROUNDOFF
 from .._core.responsibilities import block_responsibilities, log_sum_exp_block
 from ._chunks import row_blocks
 from ._session import PassSession
@@ -55,6 +56,11 @@ class NumpyEngine(PassSession):
             np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         )
         self.x_sq = _row_sq_norms(X)
+
+    @property
+    def unit_roundoff(self):
+        """Unit roundoff of the arithmetic of the passes: float64 (``2^-53``), whatever X holds."""
+        return UNIT_ROUNDOFF
 
     @property
     def n_samples(self):

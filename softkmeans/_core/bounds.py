@@ -10,8 +10,11 @@ Tolerances follow App. C of the paper: an observed quantity satisfies an upper
 bound ``U`` when it does not exceed ``U + tol``, where ``tol`` is ``c = 4`` times
 a worst-case rounding error of the computation: ``c n k u max_i w_i max_ij d_ij``
 for value gaps (plus the scale ``2 sigma^2 / (alpha (alpha - 1))`` of the
-entropy term for entmax gaps), ``c n k u`` relative for the softmax gap (evaluated through
-``log1p``), ``c n k u max_i ||x_i||`` for centroid maps; ``u = 2^-53``.
+entropy term for entmax gaps), ``c n k u`` relative for the gaps, which are sums
+of ``n`` row terms (the softmax gap's only term: its rows are evaluated through
+``log1p``), ``c n k u max_i ||x_i||`` for centroid maps. ``u`` is the unit
+roundoff of the engine's arithmetic: ``2^-53``, or ``2^-24`` where it computes
+in float32 (the numba engine and the CuPy engine on dense float32 data).
 """
 
 import math
@@ -41,10 +44,13 @@ __all__ = [
     "unidentified_gap_bound",
     "unidentified_map_bound",
     "unidentified_width",
+    "unit_roundoff",
 ]
 
 #: Unit roundoff of IEEE double precision.
 UNIT_ROUNDOFF = 2.0**-53
+#: Most ulps :func:`identification_sigma` steps down (one or two are needed).
+_ROUNDING_STEPS = 8
 #: Safety factor ``c`` of the declared tolerances (App. C).
 SAFETY_FACTOR = 4.0
 
@@ -96,8 +102,23 @@ def unidentified_width(sigma, alpha):
 
 
 def identification_sigma(margin, alpha):
-    """``sqrt((alpha - 1) Delta / 2)``: the largest sigma at which a margin is identified."""
-    return np.sqrt((alpha - 1.0) * np.asarray(margin, dtype=np.float64) / 2.0)
+    """``sqrt((alpha - 1) Delta / 2)``: the largest sigma at which a margin is identified.
+
+    Rounded down where the square root, squared again, would put the width an
+    ulp above the margin: at the returned sigma, both ways the engines compare a
+    margin with the width, ``Delta >= 2 sigma^2 / (alpha - 1)`` and
+    ``(alpha - 1) Delta / (2 sigma^2) >= 1``, find it identified.
+    """
+    margin = np.asarray(margin, dtype=np.float64)
+    sigma = np.sqrt((alpha - 1.0) * margin / 2.0)
+    for _ in range(_ROUNDING_STEPS):
+        tau = 2.0 * sigma**2
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0 and inf / inf: no step
+            wide = (tau / (alpha - 1.0) > margin) | ((alpha - 1.0) * margin / tau < 1.0)
+        if not wide.any():
+            break
+        sigma = np.where(wide, np.nextafter(sigma, 0.0), sigma)
+    return sigma[()]
 
 
 def unidentified_gap_bound(sigma, n_clusters, alpha, unidentified_weight):
@@ -177,9 +198,9 @@ def fixed_point_constants(margin_min, R, rho, n_clusters, sigma):
     factor = _geometric(q_prime)
     if rho <= 0:
         eps = big_l = math.inf
-    else:
-        eps = R / rho * factor if R > 0 else 0.0
-        big_l = n_clusters * (R + r_star) ** 2 / (rho * sigma**2) * factor
+    else:  # a factor of 0 (q' underflows) makes both 0, also where rho sigma^2 underflows
+        eps = _product_over(R * factor, rho)
+        big_l = _product_over(n_clusters * (R + r_star) ** 2 * factor, rho * sigma**2)
     return {
         "r_star": r_star,
         "q_prime": q_prime,
@@ -188,6 +209,14 @@ def fixed_point_constants(margin_min, R, rho, n_clusters, sigma):
         "sigma_star": _sigma_star(margin_min, R, rho, n_clusters, r_star),
         "hypothesis": bool(eps <= r_star),
     }
+
+
+def _product_over(numerator, denominator):
+    """``numerator / denominator`` for non-negative terms: 0 when the numerator is, else
+    infinite when the denominator underflowed to 0."""
+    if numerator == 0:
+        return 0.0
+    return numerator / denominator if denominator > 0 else math.inf
 
 
 def _r_star(delta, R):
@@ -209,42 +238,51 @@ def _sigma_star(delta, R, rho, n_clusters, r_star):
     the logarithm is not positive (one cluster, or ``R = 0`` with k = 2) and at
     none when ``delta = 0`` or a cluster is empty.
     """
-    if delta <= 0 or rho <= 0:
+    if delta <= 0 or rho <= 0 or r_star <= 0:
         return 0.0
     if n_clusters == 1:
         return math.inf
-    log_arg = math.log(n_clusters - 1) if R == 0 else math.log(
-        (1.0 + r_star * rho / R) * (n_clusters - 1) / (r_star * rho / R)
-    )
+    log_arg = math.log(n_clusters - 1)
+    if R > 0:  # log((1 + a) / a) from log(a): no underflow of a for extreme weights
+        log_a = math.log(r_star) + math.log(rho) - math.log(R)
+        log_arg += float(np.logaddexp(0.0, -log_a))
     if log_arg <= 0:
         return math.inf
     return math.sqrt(delta / (4.0 * log_arg))
 
 
 # ------------------------------------------------------------- tolerances
-def tol_value(n_rows, n_clusters, max_weight, max_sq_distance, sigma=0.0, alpha=None):
+def unit_roundoff(dtype):
+    """Unit roundoff ``eps / 2`` of a float dtype: ``2^-53`` in float64, ``2^-24`` in float32."""
+    return float(np.finfo(dtype).eps) / 2.0
+
+
+def tol_value(n_rows, n_clusters, max_weight, max_sq_distance, sigma=0.0, alpha=None, *,
+              unit=UNIT_ROUNDOFF):
     """``c n k u max_i w_i (max_ij d_ij + 2 sigma^2 / (alpha (alpha - 1)))``.
 
     Absolute tolerance of a value gap. The first term is App. C's; the second
     is the scale of the entropy term of an entmax-alpha gap, computed as
     ``2 sigma^2 (1 - sum_j p_j^alpha) / (alpha (alpha - 1))``, whose rounding
     the paper's term does not cover when ``sigma^2`` is large against the
-    distances or alpha is close to 1.
+    distances or alpha is close to 1. ``unit`` is the unit roundoff ``u`` of
+    the arithmetic (:func:`unit_roundoff`; float64 by default), as in the
+    other tolerances.
     """
     scale = max_sq_distance
     if alpha is not None:
         scale += 2.0 * sigma**2 / (alpha * (alpha - 1.0))
-    return SAFETY_FACTOR * n_rows * n_clusters * UNIT_ROUNDOFF * max_weight * scale
+    return SAFETY_FACTOR * n_rows * n_clusters * unit * max_weight * scale
 
 
-def tol_relative(n_rows, n_clusters, value):
-    """``c n k u |value|``: relative tolerance of the softmax gap."""
-    return SAFETY_FACTOR * n_rows * n_clusters * UNIT_ROUNDOFF * abs(value)
+def tol_relative(n_rows, n_clusters, value, *, unit=UNIT_ROUNDOFF):
+    """``c n k u |value|``: tolerance of a sum of ``n_rows`` row terms, relative to the sum."""
+    return SAFETY_FACTOR * n_rows * n_clusters * unit * abs(value)
 
 
-def tol_centroid(n_rows, n_clusters, max_norm):
+def tol_centroid(n_rows, n_clusters, max_norm, *, unit=UNIT_ROUNDOFF):
     """``c n k u max_i ||x_i||``: absolute tolerance of a centroid-map error."""
-    return SAFETY_FACTOR * n_rows * n_clusters * UNIT_ROUNDOFF * max_norm
+    return SAFETY_FACTOR * n_rows * n_clusters * unit * max_norm
 
 
 # ------------------------------------------------------------ certificate
