@@ -120,8 +120,8 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         super()._check_params_vs_input(X, sample_weight)
         if isinstance(self.schedule, str):
             return
-        sigmas = check_array(self.schedule, ensure_2d=False, dtype=np.float64,
-                             input_name="schedule")
+        sigmas = check_array(self.schedule, ensure_2d=False, dtype=np.float64, copy=True,
+                             input_name="schedule")  # a copy: temperatures_ is fitted
         if sigmas.ndim != 1:
             raise ValueError("schedule must be a 1-D array of temperatures sigma.")
         for sigma in sigmas:

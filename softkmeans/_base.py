@@ -115,6 +115,13 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                 f"Only {n_positive} samples have a positive sample_weight, fewer than "
                 f"n_clusters={self.n_clusters}."
             )
+        with np.errstate(over="ignore"):
+            total_weight = sample_weight.sum()
+        if not np.isfinite(total_weight):
+            raise ValueError(
+                "sample_weight sums to more than the largest float64: divide the weights by a "
+                "constant (the fitted centroids do not depend on their scale)."
+            )
         self._n_init = 1
         if self.n_init != "auto":
             self._n_init = self.n_init
@@ -138,8 +145,13 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
     # ----------------------------------------------------------------- fitting
     def _init_centers(self, X, engine, rng):
-        """Starting centroids (float64) from the ``init`` parameter."""
-        k, w = self.n_clusters, engine.sample_weight
+        """Starting centroids (float64) from the ``init`` parameter.
+
+        The random draws use the weights relative to the largest: the same
+        draws at any scale of the weights, whose sums could otherwise overflow.
+        """
+        k = self.n_clusters
+        w = engine.sample_weight / engine.sample_weight.max()
         if _is_array_init(self.init):
             return self._init_array.copy()
         if callable(self.init):

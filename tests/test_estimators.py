@@ -329,6 +329,25 @@ def test_sigma_auto_stays_in_the_temperature_range():
     assert auto_sigma(np.array([10.0, 30.0]), weights) == pytest.approx(np.sqrt(2.0))
 
 
+@pytest.mark.parametrize("make", ALL, ids=IDS)
+def test_the_scale_of_the_weights_changes_only_the_sums(make, blobs):
+    """Weights summing to 1e306 give the fit of unit weights (the random draws included).
+
+    Gradient descent squares its gradient, which grows with the weights: 1e150 there.
+    A sum that overflows float64 is refused with a message that says what to do.
+    """
+    X, _, _ = blobs
+    ones = np.ones(len(X))
+    unit = make(random_state=0).fit(X, sample_weight=ones)
+    big = (1e150 if make is ALL[IDS.index("soft-gradient")] else 1e306) / len(X)
+    huge = make(random_state=0).fit(X, sample_weight=big * ones)
+    np.testing.assert_allclose(huge.cluster_centers_, unit.cluster_centers_, rtol=1e-9, atol=1e-12)
+    assert huge.sigma_ == pytest.approx(unit.sigma_, rel=1e-12)
+    assert huge.inertia_ == pytest.approx(big * unit.inertia_, rel=1e-9)
+    with pytest.raises(ValueError, match="sample_weight sums to more than the largest float64"):
+        make(random_state=0).fit(X, sample_weight=1e307 * ones)
+
+
 @pytest.mark.parametrize("cls", [SoftKMeans, EntmaxKMeans])
 def test_diagnostics_of_extreme_weight_ratios_and_temperatures(cls, blobs):
     """One weight 1e30 times the others at sigma 1e-150: rho sigma^2 underflows, no error."""
@@ -340,3 +359,12 @@ def test_diagnostics_of_extreme_weight_ratios_and_temperatures(cls, blobs):
     assert not any(np.isnan(value) for value in constants.values() if np.isscalar(value))
     assert constants["L"] == 0.0 and constants["eps"] == 0.0  # q' underflows to 0
 
+
+def test_annealed_schedule_is_copied_into_the_fitted_temperatures(blobs):
+    X, _, _ = blobs
+    schedule = np.array([1.0, 0.5, 0.2])
+    model = AnnealedKMeans(3, schedule=schedule, random_state=0).fit(X)
+    schedule[:] = 9.0
+    np.testing.assert_array_equal(model.temperatures_, [1.0, 0.5, 0.2])
+    model.temperatures_[0] = 3.0
+    np.testing.assert_array_equal(model.get_params()["schedule"], 9.0)

@@ -42,7 +42,9 @@ def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
     -------
     float
     """
-    mean_sq = float(np.average(dmin, weights=sample_weight))
+    weights = np.asarray(sample_weight, dtype=np.float64)
+    # relative weights: a sum of huge weights times distances would overflow
+    mean_sq = float(np.average(dmin, weights=weights / weights.max()))
     if not mean_sq > 0.0:
         mean_sq = fallback_scale if fallback_scale > 0 else 1.0
     return float(np.clip(np.sqrt(AUTO_SIGMA_FRACTION * mean_sq), SIGMA_MIN, SIGMA_MAX))
