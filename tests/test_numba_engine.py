@@ -326,6 +326,35 @@ def test_tied_rows_of_tiny_float32_data_at_a_colder_temperature(scale):
                         RTOL[np.float32])
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_centroid_only_skipped_weights_reach_moves_as_in_the_oracle(dtype, sparse, monkeypatch):
+    """Weights near 1e-55 are skipped in every row, but they are that centroid's whole mass.
+
+    The engine adds them back: the centroid moves to their weighted mean, as
+    in the oracle. A centroid whose weights all underflow (the fourth, 300
+    away) keeps mass 0 in both, and no extra pass runs for it.
+    """
+    rng = np.random.RandomState(0)
+    X = np.concatenate([rng.normal(-1, 0.1, 100), rng.normal(1, 0.1, 100)])[:, None].astype(dtype)
+    X = sp.csr_matrix(X) if sparse else X
+    weights = rng.uniform(0.5, 2.0, 200)
+    spec = RelaxationSpec("softmax", 0.3)
+    centers = np.array([[-1.0], [1.0], [6.0], [300.0]])
+    want = NumpyEngine(X, weights).estep(centers, spec)
+    got = NumbaEngine(X, weights).estep(centers, spec)
+    assert 0 < want.masses[2] < 1e-50 and want.masses[3] == 0
+    rtol = RTOL[dtype] if dtype == np.float64 else 1e-4  # exponents near 120 carry float32 errors
+    np.testing.assert_allclose(got.masses, want.masses, rtol=rtol)
+    np.testing.assert_allclose(got.sums, want.sums, rtol=rtol)
+    passes = []
+    original = NumbaEngine._pass
+    monkeypatch.setattr(NumbaEngine, "_pass",
+                        lambda *args, **kwargs: passes.append(args) or original(*args, **kwargs))
+    got = NumbaEngine(X, weights).estep(centers[[0, 1, 3]], spec)
+    assert got.masses[2] == 0 and len(passes) == 1
+
+
 def test_softmax_gap_keeps_relative_precision_at_low_temperature():
     """Pruned terms stay below resolution: the gap agrees even when it is below eps * J."""
     X, weights, init = _data(np.float64, False, seed=2)

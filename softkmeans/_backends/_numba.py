@@ -37,6 +37,7 @@ import scipy.sparse as sp
 
 from .._core.bounds import UNIT_ROUNDOFF, unit_roundoff
 from .._core.responsibilities import RelaxationSpec
+from ._chunks import row_blocks
 from ._numba_kernels import (
     OUT_DIST,
     OUT_FARTHEST,
@@ -411,7 +412,42 @@ class NumbaEngine(NumpyEngine):
         """
         sums, masses, scalars, labels, margins, dmin = self._pass(centers, spec, with_sums)
         objective, inertia, gap = (float(v) for v in scalars)
-        return PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
+        stats = PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
+        if spec.kind == "softmax" and with_sums and not masses.all():
+            self._add_skipped_weights(centers, spec, stats)
+        return stats
+
+    def _add_skipped_weights(self, centers, spec, stats):
+        """Give the centroids that the softmax skip rule left without mass their exact weights.
+
+        Skipped weights are below the resolution of each row's sum: rounding
+        for the rows, but a centroid that only such weights reach gets mass 0
+        and would stay in place, where the oracle moves it to their weighted
+        mean. Their weights ``exp(-(d_ij - dmin_i) / tau) / (1 + S_i)`` are
+        summed here in float64 as the oracle sums them, ``log1p(S_i)`` from a
+        pass that writes each row's gap; when every one of them underflows to
+        0, as the oracle's then do, nothing changes and that pass is spared.
+        """
+        empty = np.flatnonzero(stats.masses == 0)
+        points = np.asarray(centers, dtype=np.float64)[empty]
+        p_sq = np.einsum("ij,ij->i", points, points)
+        weight = self.sample_weight
+        blocks = list(row_blocks(self.n_samples, len(empty)))
+
+        def exponents(rows):
+            D = self._block_sq_distances(rows, points, p_sq)
+            return -(D - stats.dmin[rows, None]) / spec.tau
+
+        if not any(np.exp(exponents(rows))[weight[rows] > 0].any() for rows in blocks):
+            return
+        row_gaps = np.empty((self.n_samples, 1))
+        self._pass(centers, spec, False, OUT_GAP, row_gaps)
+        log_norm = row_gaps[:, 0] / spec.tau
+        for rows in blocks:
+            weighted = np.exp(exponents(rows) - log_norm[rows, None]) * weight[rows, None]
+            stats.masses[empty] += weighted.sum(axis=0)
+            Xb = self.X[rows]
+            stats.sums[empty] += weighted.T @ (Xb.toarray() if sp.issparse(Xb) else Xb)
 
     @_numpy_until_compiled
     def responsibilities(self, centers, spec):

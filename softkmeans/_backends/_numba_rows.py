@@ -19,9 +19,10 @@ Pruning, exactly:
   ``1 + S_i``): the responsibilities change by less than ``SOFTMAX_SKIP_EPS``
   and ``S_i`` (hence the gap ``J - F``) by a relative
   ``(n_clusters - 2) * SOFTMAX_SKIP_EPS`` at most. A row whose second nearest
-  weight underflows is one-hot and costs a Lloyd row. (A centroid that only
-  ever receives skipped weights has mass exactly 0 and stays in place, where
-  the oracle would move it by a weighted mean of weights below 1e-16.)
+  weight underflows is one-hot and costs a Lloyd row. A centroid that only
+  skipped weights reach gets them back after the pass, from the engine
+  (``NumbaEngine._add_skipped_weights``): they are its whole mass, and the
+  oracle moves it to their weighted mean.
 """
 
 import math
