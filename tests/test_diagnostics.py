@@ -310,6 +310,7 @@ def test_bounds_tolerances_follow_appendix_c():
     assert bounds.tol_value(10, 3, 2.0, 5.0, 1.0, 2.0) == 4 * 10 * 3 * u * 2.0 * 6.0
     assert bounds.tol_centroid(10, 3, 7.0) == 4 * 10 * 3 * u * 7.0
     assert bounds.tol_relative(10, 3, -2.0) == 4 * 10 * 3 * u * 2.0
+    assert bounds.tol_relative(10, 3, 0.0) == 4 * 10 * 3 * 2.0**-1074  # subnormal results
     u32 = 2.0**-24
     assert bounds.unit_roundoff(np.float32) == u32 and bounds.unit_roundoff(np.float64) == u
     assert bounds.tol_centroid(10, 3, 7.0, unit=u32) == 4 * 10 * 3 * u32 * 7.0

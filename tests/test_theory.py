@@ -24,7 +24,9 @@ from softkmeans.diagnostics import (
 )
 from softkmeans.exceptions import CriticalTemperatureWarning
 
-FAST = settings(max_examples=40, deadline=None,
+# Derandomized: the same examples in every run, so that a CI result does not depend on the
+# draw (a random draw found the subnormal gaps that tol_relative's second term covers).
+FAST = settings(max_examples=40, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 

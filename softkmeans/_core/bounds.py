@@ -24,6 +24,7 @@ import numpy as np
 
 __all__ = [
     "SAFETY_FACTOR",
+    "UNDERFLOW_SPACING",
     "UNIT_ROUNDOFF",
     "BoundCheck",
     "Certificate",
@@ -49,6 +50,8 @@ __all__ = [
 
 #: Unit roundoff of IEEE double precision.
 UNIT_ROUNDOFF = 2.0**-53
+#: Spacing of float64's subnormal numbers: the absolute error of an operation that underflows.
+UNDERFLOW_SPACING = 2.0**-1074
 #: Most ulps :func:`identification_sigma` steps down (one or two are needed).
 _ROUNDING_STEPS = 8
 #: Safety factor ``c`` of the declared tolerances (App. C).
@@ -276,8 +279,13 @@ def tol_value(n_rows, n_clusters, max_weight, max_sq_distance, sigma=0.0, alpha=
 
 
 def tol_relative(n_rows, n_clusters, value, *, unit=UNIT_ROUNDOFF):
-    """``c n k u |value|``: tolerance of a sum of ``n_rows`` row terms, relative to the sum."""
-    return SAFETY_FACTOR * n_rows * n_clusters * unit * abs(value)
+    """``c n k (u |value| + eta)``: tolerance of a sum of ``n_rows`` row terms.
+
+    Relative to the sum, plus the absolute error ``eta`` (:data:`UNDERFLOW_SPACING`)
+    of each operation whose result is subnormal, where relative precision ends
+    (gaps of 1e-315 arise at cold temperatures).
+    """
+    return SAFETY_FACTOR * n_rows * n_clusters * (unit * abs(value) + UNDERFLOW_SPACING)
 
 
 def tol_centroid(n_rows, n_clusters, max_norm, *, unit=UNIT_ROUNDOFF):
