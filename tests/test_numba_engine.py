@@ -3,6 +3,7 @@
 import multiprocessing
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
@@ -16,7 +17,13 @@ from softkmeans import SoftKMeans
 from softkmeans._backends import _numba, get_engine, resolve_backend
 from softkmeans._backends._array_engine import ArrayEngine
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
-from softkmeans._backends._numba_kernels import chunk_rows, csr_pass, dense_pass, product_block
+from softkmeans._backends._numba_kernels import (
+    chunk_rows,
+    csr_pass,
+    dense_pass,
+    pass_layout,
+    product_block,
+)
 from softkmeans._backends._numba_rows import (
     SOFTMAX_SKIP_EPS,
     exp_nonpositive,
@@ -355,6 +362,50 @@ def test_a_centroid_only_skipped_weights_reach_moves_as_in_the_oracle(dtype, spa
     assert got.masses[2] == 0 and len(passes) == 1
 
 
+@pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
+def test_float32_data_far_from_the_origin_keep_their_precision(spec):
+    """Blobs of spread 1 shifted by 1000: ``||x||^2`` is 6e6, the distances a few units.
+
+    Uncentered, float32 products would err by about 0.4 on them. The kernels
+    take the data centered, and every output keeps float32 precision relative
+    to the distances (the sums get the shift back).
+    """
+    X, weights, init = _data(np.float64, False)
+    shift = 1000.0
+    X32 = (X + shift).astype(np.float32)
+    centers = init + shift
+    engine, oracle = NumbaEngine(X32, weights), NumpyEngine(X32, weights)
+    np.testing.assert_array_equal(engine._shift, np.float32(engine._shift))
+    assert engine._centered[0].dtype == np.float32 and engine._centered[0] is not engine.X
+    got, want = engine.estep(centers, spec), oracle.estep(centers, spec)
+    for field in ("masses", "objective", "inertia", "gap", "margins", "dmin"):
+        scale = float(np.max(np.abs(getattr(want, field))))
+        np.testing.assert_allclose(getattr(got, field), getattr(want, field), rtol=2e-5,
+                                   atol=2e-5 * scale, err_msg=field)
+    np.testing.assert_allclose(got.sums, want.sums, rtol=1e-6)  # of values near 1000
+    distances = oracle.sq_distances(centers)
+    np.testing.assert_allclose(engine.sq_distances(centers), distances, rtol=2e-5,
+                               atol=2e-5 * distances.min(axis=1, keepdims=True).mean())
+    if spec.kind != "hard":
+        np.testing.assert_allclose(engine.responsibilities(centers, spec),
+                                   oracle.responsibilities(centers, spec), atol=1e-4)
+    np.testing.assert_allclose(engine.max_sq_distances(centers),
+                               oracle.max_sq_distances(centers), rtol=2e-5)
+    sigma = spec.sigma if spec.kind != "hard" else 1.0
+    log_norms = oracle.log_sum_exp(centers, sigma)
+    np.testing.assert_allclose(engine.log_sum_exp(centers, sigma), log_norms, rtol=2e-5,
+                               atol=2e-5 * np.abs(log_norms).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_only_float32_data_far_from_their_spread_are_copied_centered(dtype):
+    X, weights, _ = _data(dtype, False)
+    assert NumbaEngine(X, weights)._shift is None  # centered: no copy
+    engine = NumbaEngine(X + dtype(1000.0), weights)
+    assert (engine._shift is not None) == (dtype == np.float32)
+    assert NumbaEngine(sp.csr_matrix(X + dtype(1000.0)), weights)._shift is None  # float64 products
+
+
 def test_softmax_gap_keeps_relative_precision_at_low_temperature():
     """Pruned terms stay below resolution: the gap agrees even when it is below eps * J."""
     X, weights, init = _data(np.float64, False, seed=2)
@@ -424,6 +475,58 @@ def test_concurrent_passes_from_several_threads():
         ))
     for masses in got:
         np.testing.assert_allclose(masses, want, rtol=1e-12)
+
+
+def test_overlapping_fits_from_several_threads_restore_blas():
+    """Each thread's limit would restore what another had set: one process-wide count does not."""
+    controller = _numba._blas_controller()
+
+    def blas_threads():
+        return [lib.num_threads for lib in controller.select(user_api="blas").lib_controllers]
+
+    X, weights, init = _data(np.float64, False, seed=3)
+    before = blas_threads()
+    barrier = threading.Barrier(4)
+
+    def fit(seed):
+        barrier.wait()
+        engine = NumbaEngine(X, weights, n_threads=2)
+        with engine:
+            return alternating(engine, init + seed, SPECS["softmax"], max_iter=10, tol=0.0).n_iter
+
+    with ThreadPoolExecutor(max_workers=4) as callers:
+        assert list(callers.map(fit, range(4))) == [10] * 4
+    assert blas_threads() == before and _numba._blas_owner is None
+
+
+@pytest.mark.parametrize("scale", [1e-15, 1e39])
+def test_weights_of_any_scale_give_the_oracles_float32_softmax(scale):
+    """Dense float32 softmax chunks multiply weights into float32 products: the kernels
+    take them relative to the largest, so 1e-15 does not underflow nor 1e39 overflow."""
+    X, weights, init = _data(np.float32, False)
+    spec = SPECS["softmax-hot"]  # dense chunks
+    got = NumbaEngine(X, weights * scale).estep(init, spec)
+    _assert_stats_close(got, NumpyEngine(X, weights * scale).estep(init, spec), RTOL[np.float32])
+    unit = NumbaEngine(X, weights).estep(init, spec)
+    np.testing.assert_allclose(got.sums / got.masses[:, None], unit.sums / unit.masses[:, None],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("n_clusters", [33, 65, 257])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_duplicated_centroids_tie_exactly_with_blocked_products(dtype, n_clusters, monkeypatch):
+    """A last product block of one centroid rounds apart from the others: none is made."""
+    monkeypatch.setattr(_numba, "blocked_products", lambda: True)
+    chunk, step, _ = pass_layout(n_clusters, 64, dtype, True)
+    assert n_clusters % step != 1
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(600, 64)).astype(dtype)
+    centers = rng.normal(size=(n_clusters, 64))
+    centers[-1] = centers[0]
+    distances = NumbaEngine(X).sq_distances(centers)
+    np.testing.assert_array_equal(distances[:, -1], distances[:, 0])
+    labels = NumbaEngine(X).estep(centers, SPECS["hard"]).labels
+    assert not np.any(labels == n_clusters - 1)  # ties go to the first centroid
 
 
 def _masses_in_child(queue, X, weights, init):

@@ -11,7 +11,8 @@ costs about what a Lloyd iteration costs.
 Precision: float64 data gives the oracle's numbers to rounding. For float32
 data the cross term ``X C^T`` is a float32 GEMM (as in scikit-learn) and dense
 softmax weights use a float32 exp, so results agree with the oracle (which
-works in float64) to float32 precision.
+works in float64) to float32 precision; float32 data far from the origin
+pass through the kernels centered (:func:`_float32_shift`).
 
 Compilation: with ``backend="auto"`` the kernels compile on a background
 thread while the passes run on the numpy engine (:mod:`._numba_warmup`).
@@ -29,7 +30,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import numba
 import numpy as np
@@ -68,6 +69,11 @@ WORK_PER_THREAD = 1 << 22
 #: compilation (which they slow down) to gain anything: at 2e5 x 64 data and 50 centroids
 #: (6.4e8) a first fit took as long either way, at 1e6 x 64 and 100 centroids 13% longer.
 NUMPY_WORK_MAX = 1 << 28
+#: Dense float32 data whose mean lies farther from the origin than this many times their spread
+#: (squared lengths) pass through the kernels centered (see :func:`_float32_shift`).
+CENTERING_RATIO = 16.0
+#: Rows (evenly spaced) from which :func:`_float32_shift` estimates the mean and spread.
+CENTERING_SAMPLE = 4096
 #: float64 values between the accumulators of two threads: 128 bytes, two cache lines.
 ACCUMULATOR_GAP = 16
 _NO_OUT = np.empty((0, 0))
@@ -155,14 +161,84 @@ def _read_only(array):
     return view
 
 
-def _forget_pool():
-    global _pool, _pool_size, _pool_lock
+def _float32_shift(X):
+    """The point the kernels subtract from dense float32 ``X``, or None.
+
+    The kernels compute ``||c||^2 - 2 x.c`` in float32, whose rounding error is
+    about ``2^-24 ||x||^2``: data far from the origin against their spread
+    (raw pixel values, coordinates) would lose most of the digits of their
+    distances, as soft responsibilities at ``1 / (2 sigma^2)`` times them
+    would. Distances, responsibilities and margins do not change when the
+    data and the centroids move together, so such data pass through the
+    kernels as a centered float32 copy (one more array the size of X, as
+    scikit-learn's KMeans makes for every dense fit), and the sums get the
+    shift back. Mean and spread are estimated on :data:`CENTERING_SAMPLE`
+    rows; the shift is their mean rounded to float32, which any point near
+    the data would serve as well.
+    """
+    if X.dtype != np.float32 or X.shape[0] == 0:
+        return None
+    sample = X[::max(1, X.shape[0] // CENTERING_SAMPLE)].astype(np.float64)
+    shift = sample.mean(axis=0).astype(np.float32).astype(np.float64)
+    spread = float(np.mean(np.einsum("ij,ij->i", sample - shift, sample - shift)))
+    return shift if shift @ shift > CENTERING_RATIO * spread else None
+
+
+def _forget_threads():
+    """Start without a pool and without a BLAS limit (at import, and in a forked child)."""
+    global _pool, _pool_size, _pool_lock, _blas_lock, _blas_owner, _blas_depth, _blas_limit
     _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+    _blas_lock, _blas_owner, _blas_depth, _blas_limit = threading.Lock(), None, 0, None
 
 
-_forget_pool()
+_forget_threads()
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_forget_pool)  # a forked child has none of the threads
+    os.register_at_fork(after_in_child=_forget_threads)  # a forked child has none of the threads
+
+
+def _hold_blas():
+    """Hold BLAS to one thread (see :func:`blas_at_one_thread`)."""
+    global _blas_owner, _blas_depth, _blas_limit
+    with _blas_lock:
+        if _blas_owner is None:
+            _blas_limit = _blas_controller().limit(limits=1, user_api="blas")
+            _blas_owner = threading.get_ident()
+        if _blas_owner == threading.get_ident():
+            _blas_depth += 1
+
+
+def _release_blas():
+    """End a hold; the owner's outermost one restores the thread counts it found."""
+    global _blas_owner, _blas_depth, _blas_limit
+    with _blas_lock:
+        if _blas_owner != threading.get_ident():
+            return
+        _blas_depth -= 1
+        if _blas_depth == 0:
+            limit, _blas_limit, _blas_owner = _blas_limit, None, None
+            limit.restore_original_limits()
+
+
+@contextmanager
+def blas_at_one_thread():
+    """Hold BLAS to one thread, process-wide, during a pass or a session.
+
+    The thread count is process-wide, so one Python thread at a time owns the
+    limit: the first to ask sets it, and its outermost hold restores the
+    counts it found. A thread that asks while another owns it only runs in
+    it (and, if the owner leaves first, on BLAS at its usual count until its
+    next pass takes the limit). Limits set by overlapping holders on several
+    threads would each restore what another had set and leave BLAS at one
+    thread; and OpenBLAS (0.3.30, measured) ignores a thread count restored
+    from another thread than the one that set the limit, so the owner
+    restores it itself. Holds nest on the owner's thread (a session's passes
+    only count).
+    """
+    _hold_blas()
+    try:
+        yield
+    finally:
+        _release_blas()
 
 
 def _submit(kernel, n_threads, args):
@@ -181,9 +257,9 @@ def run_threads(kernel, n_threads, *args, limit_blas=True):
     """``kernel(*args, thread, n_threads)`` for every thread, concurrently; their results.
 
     BLAS is held to one thread meanwhile, as in scikit-learn's Lloyd kernel
-    (``limit_blas=False``: the caller already holds it there).
+    (:func:`blas_at_one_thread`; ``limit_blas=False`` leaves it alone).
     """
-    with _blas_controller().limit(limits=1, user_api="blas") if limit_blas else nullcontext():
+    with blas_at_one_thread() if limit_blas else nullcontext():
         if n_threads == 1:
             return [kernel(*args, 0, 1)]
         return [future.result() for future in _submit(kernel, n_threads, args)]
@@ -310,38 +386,47 @@ class NumbaEngine(NumpyEngine):
                 X = np.asarray(X, dtype=np.float64)
             X = _read_only(np.ascontiguousarray(X))
         self._kernels = READY if wait_for_kernels else _kernels_in_background(X)
-        if sp.issparse(X) or not self._kernels.ready.is_set():
-            x_sq = _row_sq_norms(X)
-        else:
-            x_sq = np.empty(X.shape[0])  # no float64 copy of X
-            run_threads(dense_row_sq_norms, effective_n_threads(n_threads), X, x_sq,
-                        limit_blas=False)
         self.X = X
+        self.n_threads = n_threads
         self.sample_weight = _read_only(
             np.ones(X.shape[0]) if sample_weight is None
             else np.asarray(sample_weight, dtype=np.float64)
         )
-        self.x_sq = x_sq
-        self.n_threads = n_threads
-        self._blas_limit = None
-        self._sessions = 0
+        # The kernels take the weights relative to the largest and the sums are scaled back:
+        # dense softmax chunks multiply weights into float32 products, which tiny or huge
+        # weights would underflow or overflow.
+        largest = float(self.sample_weight.max(initial=0.0))
+        self._weight_scale = largest if largest > 0 else 1.0
+        self._kernel_weights = _read_only(self.sample_weight / self._weight_scale)
+        self.x_sq = self._row_sq_norms(X)
+        self._shift = None if sp.issparse(X) else _float32_shift(X)
+        self._centered = None  # what the kernels take instead of X and x_sq, when shifted
+        if self._shift is not None:
+            centered = np.empty_like(X)
+            np.subtract(X, self._shift.astype(X.dtype), out=centered)
+            self._centered = (_read_only(centered), self._row_sq_norms(centered))
+
+    def _row_sq_norms(self, X):
+        """``||x_i||^2`` in float64; by the kernels when they are ready (no float64 copy of X)."""
+        if sp.issparse(X) or not self._kernels.ready.is_set():
+            return _row_sq_norms(X)
+        x_sq = np.empty(X.shape[0])
+        run_threads(dense_row_sq_norms, effective_n_threads(self.n_threads), X, x_sq,
+                    limit_blas=False)
+        return x_sq
 
     def __enter__(self):
         """Hold BLAS to one thread for every pass until the session ends (see PassSession).
 
-        Sessions nest: the limit is set by the outermost one.
+        Sessions nest, and a pass inside one only counts a hold
+        (:func:`blas_at_one_thread`) instead of calling ``threadpoolctl``.
         """
-        if self._sessions == 0:
-            self._blas_limit = _blas_controller().limit(limits=1, user_api="blas")
-        self._sessions += 1
+        _hold_blas()
         return self
 
     def __exit__(self, *exc_info):
-        """Leave the session; the outermost one restores the BLAS thread counts it found."""
-        self._sessions -= 1
-        if self._sessions == 0:
-            limit, self._blas_limit = self._blas_limit, None
-            limit.restore_original_limits()
+        """Leave the session; the last holder restores the BLAS thread counts."""
+        _release_blas()
 
     @property
     def unit_roundoff(self):
@@ -362,13 +447,15 @@ class NumbaEngine(NumpyEngine):
     def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT, limit_blas=True):
         """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin).
 
-        BLAS is held to one thread during it unless a session holds it already
-        or ``limit_blas`` is False.
+        BLAS is held to one thread during it (:func:`blas_at_one_thread`: inside
+        a session, a count only) unless ``limit_blas`` is False.
         """
         centers = np.asarray(centers, dtype=np.float64)
+        if self._shift is not None:
+            centers = centers - self._shift
         c_sq = np.einsum("ij,ij->i", centers, centers)
         n = self.n_samples
-        X = self.X
+        X, x_sq = self._centered or (self.X, self.x_sq)
         labels = np.empty(n, dtype=np.int32)
         margins = np.empty(n)
         dmin = np.empty(n)
@@ -379,19 +466,21 @@ class NumbaEngine(NumpyEngine):
         kind, tau = KINDS[spec.kind], spec.tau
         rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, sums, masses,
                 scalars)
-        limit_blas = limit_blas and self._sessions == 0
         if sp.issparse(X):
             centers_t = np.ascontiguousarray(centers.T)
-            run_threads(csr_pass, n_threads, *self._csr_arrays, self.sample_weight, self.x_sq,
+            run_threads(csr_pass, n_threads, *self._csr_arrays, self._kernel_weights, x_sq,
                         centers_t, c_sq, chunk_rows(k), kind, tau, *rest, limit_blas=limit_blas)
         else:
             layout = pass_layout(k, n_features, X.dtype, blocked_products())
-            run_threads(dense_pass, n_threads, X, self.sample_weight, self.x_sq,
+            run_threads(dense_pass, n_threads, X, self._kernel_weights, x_sq,
                         centers.astype(X.dtype), c_sq, *layout, kind, tau,
                         dense_inverse(tau, X.dtype), *rest, limit_blas=limit_blas)
         parts = ((sums, k), (masses, k), (scalars, 3))
         sums, masses, scalars = (a[0, :size] if n_threads == 1 else a[:, :size].sum(axis=0)
                                  for a, size in parts)
+        sums, masses, scalars = (a * self._weight_scale for a in (sums, masses, scalars))
+        if self._shift is not None and with_sums:
+            sums += np.outer(masses, self._shift)
         return sums, masses, scalars, labels, margins, dmin
 
     @_numpy_until_compiled

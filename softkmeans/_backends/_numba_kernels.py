@@ -148,13 +148,18 @@ def pass_layout(n_clusters, n_features, dtype, blocked_products):
     ``step`` centroids (:func:`product_block` with ``blocked_products``,
     otherwise all ``n_clusters`` in one call); the cross term on the
     transposed chunk (``transposes``) with ``blocked_products`` and at least
-    a tile of features (16 float32, 8 float64).
+    a tile of features (16 float32, 8 float64). No block holds a single
+    centroid after larger ones: OpenBLAS computes a one-row product with
+    other roundings, so a duplicate of an earlier centroid would no longer
+    tie with it exactly.
     """
     chunk = chunk_rows(n_clusters)
     if not blocked_products:
         return chunk, n_clusters, False
-    return (chunk, product_block(chunk, n_features),
-            n_features >= TILE_BYTES // np.dtype(dtype).itemsize)
+    step = product_block(chunk, n_features)
+    while n_clusters > step and n_clusters % step == 1:
+        step += 16  # a last block of one centroid: BLAS rounds a one-row product its own way
+    return chunk, step, n_features >= TILE_BYTES // np.dtype(dtype).itemsize
 
 
 @njit(**_INNER)
