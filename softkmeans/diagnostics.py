@@ -25,6 +25,7 @@ to 1e150 (outside, ``2 sigma^2`` would leave float64's normal numbers): others
 get a ``ValueError``.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -286,7 +287,9 @@ def identification_sigma(X, centers, alpha=1.5, *, per_sample=False, sample_weig
     ``sigma_id = sqrt((alpha - 1) Delta_min / 2)`` (``sqrt(Delta_min) / 2`` at
     alpha = 1.5): at every ``sigma <= sigma_id`` each observation's entmax
     responsibilities are one-hot, and the entmax objective and update equal
-    the hard ones (Cor. 21, Thm 27). The threshold is sharp.
+    the hard ones (Cor. 21, Thm 27). The threshold is sharp. With a single
+    centroid it is infinite (every responsibility is 1), although the margins
+    are 0 by convention.
 
     Parameters
     ----------
@@ -316,6 +319,8 @@ def identification_sigma(X, centers, alpha=1.5, *, per_sample=False, sample_weig
     alpha = _alpha(alpha)
     delta, delta_min = margins(X, centers, sample_weight=sample_weight, backend=backend,
                                n_threads=n_threads)
+    if np.shape(centers)[0] == 1:  # every responsibility is 1 at any temperature
+        delta, delta_min = np.full_like(delta, np.inf), math.inf
     if per_sample:
         return bounds.identification_sigma(delta, alpha)
     return float(bounds.identification_sigma(delta_min, alpha))
@@ -356,8 +361,9 @@ def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, back
     """
     sigma, alpha = check_sigma(sigma), _alpha(alpha)
     engine = _engine(X, sample_weight, backend, n_threads)
-    stats = engine.estep(_centers(centers, engine), _HARD, with_sums=False)
-    return _unidentified_weight(stats.margins, engine.sample_weight, sigma, alpha)
+    centers = _centers(centers, engine)
+    stats = engine.estep(centers, _HARD, with_sums=False)
+    return _unidentified_weight(stats.margins, engine.sample_weight, sigma, alpha, len(centers))
 
 
 def critical_sigma(X, sample_weight=None):
@@ -398,8 +404,14 @@ def _passes(engine, centers, sigma, alpha, known=None):
             for kind, spec in specs.items()}
 
 
-def _unidentified_weight(margins, weights, sigma, alpha):
-    """``N_sigma``: the weight of the observations whose margin is below the entmax width."""
+def _unidentified_weight(margins, weights, sigma, alpha, n_clusters):
+    """``N_sigma``: the weight of the observations whose margin is below the entmax width.
+
+    0 with a single centroid: every responsibility is 1 there, although the
+    margins are 0 by convention.
+    """
+    if n_clusters == 1:
+        return 0.0
     return float(weights[margins < bounds.unidentified_width(sigma, alpha)].sum())
 
 
@@ -467,8 +479,9 @@ def _constants(engine, config, sigma, alpha):
            "rho": config.rho, "B": float(config.radii.max()), "R": config.R,
            "q": bounds.q_factor(config.margin_min, sigma, k),
            "n_unidentified": _unidentified_weight(config.hard.margins, engine.sample_weight,
-                                                  sigma, alpha),
-           "identification_sigma": float(bounds.identification_sigma(config.margin_min, alpha))}
+                                                  sigma, alpha, k),
+           "identification_sigma": math.inf if k == 1 else
+           float(bounds.identification_sigma(config.margin_min, alpha))}
     out.update(bounds.fixed_point_constants(config.margin_min, config.R, config.rho, k, sigma))
     return out
 

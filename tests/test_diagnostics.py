@@ -374,3 +374,16 @@ def test_example_figure_runs_headless(tmp_path):
     out = tmp_path / "fig.png"
     runpy.run_path(str(script))["make_figure"](12).savefig(out, dpi=50)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_centroid_identifies_every_observation(data):
+    """Margins are 0 by convention with one centroid, but every responsibility is 1."""
+    X, _, weights = data
+    center = X.mean(axis=0, keepdims=True)
+    assert unidentified_count(X, center, sigma=10.0, sample_weight=weights) == 0
+    assert identification_sigma(X, center) == np.inf
+    assert np.all(identification_sigma(X, center, per_sample=True) == np.inf)
+    model = EntmaxKMeans(1, sigma=10.0).fit(X, sample_weight=weights)
+    assert np.all(model.predict_proba(X) == 1.0)
+    assert model.n_unidentified_ == 0 and model.identification_sigma_ == np.inf
+    assert model.bounds_.all_hold

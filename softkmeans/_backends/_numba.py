@@ -397,16 +397,17 @@ class NumbaEngine(NumpyEngine):
         # weights would underflow or overflow.
         largest = float(self.sample_weight.max(initial=0.0))
         self._weight_scale = largest if largest > 0 else 1.0
-        self._kernel_weights = _read_only(self.sample_weight / self._weight_scale)
-        self.x_sq = self._row_sq_norms(X)
+        self._kernel_weights = (self.sample_weight if self._weight_scale == 1.0
+                                else _read_only(self.sample_weight / self._weight_scale))
+        self.x_sq = self._sq_norms(X)
         self._shift = None if sp.issparse(X) else _float32_shift(X)
         self._centered = None  # what the kernels take instead of X and x_sq, when shifted
         if self._shift is not None:
             centered = np.empty_like(X)
             np.subtract(X, self._shift.astype(X.dtype), out=centered)
-            self._centered = (_read_only(centered), self._row_sq_norms(centered))
+            self._centered = (_read_only(centered), self._sq_norms(centered))
 
-    def _row_sq_norms(self, X):
+    def _sq_norms(self, X):
         """``||x_i||^2`` in float64; by the kernels when they are ready (no float64 copy of X)."""
         if sp.issparse(X) or not self._kernels.ready.is_set():
             return _row_sq_norms(X)
@@ -425,7 +426,7 @@ class NumbaEngine(NumpyEngine):
         return self
 
     def __exit__(self, *exc_info):
-        """Leave the session; the last holder restores the BLAS thread counts."""
+        """Leave the session; the owner's outermost hold restores the BLAS thread counts."""
         _release_blas()
 
     @property
