@@ -33,7 +33,8 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import _check_sample_weight
 
-from ._backends import get_engine
+from ._backends import check_magnitude, get_engine
+from ._backends._numpy import _row_sq_norms
 from ._core import bounds
 from ._core.bounds import BoundCheck, Certificate
 from ._core.optimize import weighted_means
@@ -390,6 +391,7 @@ def critical_sigma(X, sample_weight=None):
     1.0
     """
     X = _data(X)
+    check_magnitude(X, _row_sq_norms(X))  # the covariance would overflow or underflow
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     return float(np.sqrt(lambda_max(X, weights)))
 

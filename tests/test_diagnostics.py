@@ -387,3 +387,32 @@ def test_one_centroid_identifies_every_observation(data):
     assert np.all(model.predict_proba(X) == 1.0)
     assert model.n_unidentified_ == 0 and model.identification_sigma_ == np.inf
     assert model.bounds_.all_hold
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_critical_sigma_of_zero_covariance_in_many_dimensions(sparse):
+    """Above 512 features ARPACK finds the eigenvalue; a zero covariance is 0, not an error."""
+    one_row = np.ones((1, 600))
+    assert critical_sigma(sp.csr_matrix(one_row) if sparse else one_row) == 0.0
+    X = np.random.RandomState(0).normal(size=(5, 600))
+    assert critical_sigma(X, sample_weight=[1, 0, 0, 0, 0]) == 0.0
+    assert SoftKMeans(1, sigma=1.0).fit(one_row).critical_sigma_ == 0.0
+
+
+@pytest.mark.parametrize(("scale", "match"), [(1e155, "too large"), (1e-170, "too small")])
+def test_critical_sigma_rejects_data_outside_float64_like_the_others(data, scale, match):
+    with pytest.raises(ValueError, match=match):
+        critical_sigma(data[0] * scale)
+
+
+def test_certificate_membership_by_name(data):
+    X, centers, _ = data
+    cert = certify(X, centers, sigma=0.5)
+    assert "centroid_map_softmax" in cert and "no_such_bound" not in cert
+
+
+def test_one_cluster_meets_the_fixed_point_hypothesis_at_every_temperature(data):
+    X, _, _ = data
+    for sigma in (1e-3, 0.5, 100.0):
+        constants = certify(X, X.mean(axis=0, keepdims=True), sigma).constants
+        assert constants["hypothesis"] and constants["sigma_star"] == np.inf

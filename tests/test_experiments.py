@@ -143,6 +143,7 @@ def test_unknown_family(tmp_path):
     ({"tol": -1.0}, "tol must be non-negative"),
     ({"datasets": ("nosuch",)}, "datasets must be some of"),
     ({"datasets": ()}, "datasets must be some of"),
+    ({"seed": -1}, "seed must be an integer"),
 ])
 def test_bad_config_is_named(changes, match):
     with pytest.raises(ValueError, match=match):
@@ -152,10 +153,22 @@ def test_bad_config_is_named(changes, match):
 @pytest.mark.parametrize(("args", "match"), [
     (["--n-init", "0"], "n_init must be a positive integer"),
     (["--datasets", "nosuch"], "datasets must be some of"),
-    (["--out", "/proc/softkmeans-cannot-be-here"], "cannot create the output folder"),
+    (["--out", "/proc/softkmeans-cannot-be-here"], "cannot write to the output folder"),
+    (["--out", "/proc"], "cannot write to the output folder"),  # exists, not writable
+    (["--seed", "-1"], "seed must be an integer in [0, 2**32)"),
+    (["--seed", str(2**32)], "seed must be an integer in [0, 2**32)"),
 ])
 def test_cli_reports_bad_arguments_without_a_traceback(args, match, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["reproduce", "--quick", "--no-progress", *args])
     assert exit_info.value.code == 2
     assert match in capsys.readouterr().err
+
+
+def test_demo_refuses_a_bad_seed_without_a_traceback(capsys):
+    from softkmeans.__main__ import main as command_line
+
+    with pytest.raises(SystemExit) as exit_info:
+        command_line(["demo", "--random-state", "-1"])
+    assert exit_info.value.code == 2
+    assert "must be an integer in [0, 2**32)" in capsys.readouterr().err

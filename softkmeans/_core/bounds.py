@@ -241,10 +241,10 @@ def _sigma_star(delta, R, rho, n_clusters, r_star):
     the logarithm is not positive (one cluster, or ``R = 0`` with k = 2) and at
     none when ``delta = 0`` or a cluster is empty.
     """
-    if delta <= 0 or rho <= 0 or r_star <= 0:
-        return 0.0
     if n_clusters == 1:
         return math.inf
+    if delta <= 0 or rho <= 0 or r_star <= 0:
+        return 0.0
     log_arg = math.log(n_clusters - 1)
     if R > 0:  # log((1 + a) / a) from log(a): no underflow of a for extreme weights
         log_a = math.log(r_star) + math.log(rho) - math.log(R)
@@ -356,6 +356,10 @@ class Certificate:
             if check.name == name:
                 return check
         raise KeyError(name)
+
+    def __contains__(self, name):
+        """Whether a check of that name is in the certificate (as ``certificate[name]`` finds)."""
+        return any(check.name == name for check in self.checks)
 
     def __iter__(self):
         return iter(self.checks)

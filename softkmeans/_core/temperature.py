@@ -85,6 +85,10 @@ def lambda_max(X, sample_weight=None):
             out += (block - mean).T @ (w[rows] * ((block - mean) @ v))
         return out
 
+    trace = sum(float(w[rows] @ np.square(block - mean).sum(axis=1))
+                for rows, block in _float64_blocks(X))
+    if not trace > 0:  # a zero covariance: ARPACK would find its starting vector mapped to 0
+        return 0.0
     op = LinearOperator((d, d), matvec=cov_matvec, dtype=np.float64)
     return float(max(eigsh(op, k=1, which="LA", return_eigenvectors=False)[0], 0.0))
 

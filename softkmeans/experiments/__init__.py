@@ -15,6 +15,7 @@ All methods of a dataset start from the same M k-means++ initializations.
 """
 
 import argparse
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -146,10 +147,11 @@ def main(argv=None):
     try:
         config = replace(config, **changes)
         Path(args.out).mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=args.out).close()  # writable: checked before the long run
     except ValueError as exc:
         parser.error(str(exc))
     except OSError as exc:
-        parser.error(f"cannot create the output folder {args.out!r}: {exc.strerror}")
+        parser.error(f"cannot write to the output folder {args.out!r}: {exc.strerror}")
     path = run(args.quick, args.out, config=config, families=args.families,
                progress=not args.no_progress)
     print(f"Report written to {path}")

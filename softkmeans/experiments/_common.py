@@ -78,6 +78,8 @@ class Config:
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         if not self.tol >= 0:
             raise ValueError(f"tol must be non-negative; got {self.tol!r}.")
+        if not (isinstance(self.seed, (int, np.integer)) and 0 <= self.seed < 2**32):
+            raise ValueError(f"seed must be an integer in [0, 2**32); got {self.seed!r}.")
         unknown = [name for name in self.datasets if name not in DATASETS]
         if unknown or not self.datasets:
             raise ValueError(f"datasets must be some of {list(DATASETS)}; got "
