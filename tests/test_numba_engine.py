@@ -195,7 +195,7 @@ def test_kernels_get_read_only_inputs_whatever_the_callers_flags(sparse):
         for a in (*arrays, weights):
             a.flags.writeable = writeable
         NumbaEngine(X, weights).estep(init, SPECS["softmax"])
-    kernel, inputs = (csr_pass, (0, 1, 2, 3)) if sparse else (dense_pass, (0, 1))
+    kernel, inputs = (csr_pass, (0, 1, 2, 3)) if sparse else (dense_pass, (0, 3))  # X, weights
     assert kernel.signatures
     assert not any(signature[i].mutable for signature in kernel.signatures for i in inputs)
 
@@ -218,6 +218,7 @@ def test_session_limits_blas_once_for_all_its_passes(monkeypatch):
     """``with engine:`` holds BLAS at one thread for its passes and restores it on leaving.
 
     Sessions nest (an annealing run's stages): only the outermost one sets the limit.
+    (At sigma 3 no centroid is light: each E-step is one pass.)
     """
     X, weights, init = _data(np.float32, False)
     engine = NumbaEngine(X, weights)
@@ -238,16 +239,16 @@ def test_session_limits_blas_once_for_all_its_passes(monkeypatch):
     with engine as session:
         assert session is engine and set(blas_threads()) == {1}
         with engine:
-            inside = [engine.estep(init, SPECS["softmax"])]
+            inside = [engine.estep(init, SPECS["softmax-hot"])]
         assert set(blas_threads()) == {1}
         inside.append(engine.estep(init, SPECS["entmax-1.5"]))
     assert limits == [{"limits": 1, "user_api": "blas"}]
     assert blas_threads() == before
-    outside = [engine.estep(init, SPECS[kind]) for kind in ("softmax", "entmax-1.5")]
+    outside = [engine.estep(init, SPECS[kind]) for kind in ("softmax-hot", "entmax-1.5")]
     assert len(limits) == 3  # one per pass outside a session
     for got, want in zip(inside, outside, strict=True):
         _assert_stats_close(got, want, 0.0)
-    run = alternating(engine, init, SPECS["softmax"], max_iter=5, tol=0.0)
+    run = alternating(engine, init, SPECS["softmax-hot"], max_iter=5, tol=0.0)
     assert run.n_iter == 5 and len(limits) == 4  # a run is one session
     assert blas_threads() == before
 
@@ -367,8 +368,8 @@ def test_float32_data_far_from_the_origin_keep_their_precision(spec):
     """Blobs of spread 1 shifted by 1000: ``||x||^2`` is 6e6, the distances a few units.
 
     Uncentered, float32 products would err by about 0.4 on them. The kernels
-    take the data centered, and every output keeps float32 precision relative
-    to the distances (the sums get the shift back).
+    center each chunk for its cross term, and every output keeps float32
+    precision relative to the distances.
     """
     X, weights, init = _data(np.float64, False)
     shift = 1000.0
@@ -376,7 +377,6 @@ def test_float32_data_far_from_the_origin_keep_their_precision(spec):
     centers = init + shift
     engine, oracle = NumbaEngine(X32, weights), NumpyEngine(X32, weights)
     np.testing.assert_array_equal(engine._shift, np.float32(engine._shift))
-    assert engine._centered[0].dtype == np.float32 and engine._centered[0] is not engine.X
     got, want = engine.estep(centers, spec), oracle.estep(centers, spec)
     for field in ("masses", "objective", "inertia", "gap", "margins", "dmin"):
         scale = float(np.max(np.abs(getattr(want, field))))
@@ -398,12 +398,35 @@ def test_float32_data_far_from_the_origin_keep_their_precision(spec):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_only_float32_data_far_from_their_spread_are_copied_centered(dtype):
+def test_only_float32_data_far_from_their_spread_are_shifted(dtype):
     X, weights, _ = _data(dtype, False)
-    assert NumbaEngine(X, weights)._shift is None  # centered: no copy
+    assert NumbaEngine(X, weights)._shift is None  # centered already
     engine = NumbaEngine(X + dtype(1000.0), weights)
     assert (engine._shift is not None) == (dtype == np.float32)
     assert NumbaEngine(sp.csr_matrix(X + dtype(1000.0)), weights)._shift is None  # float64 products
+
+
+@pytest.mark.parametrize("layout", ["dense64", "dense32", "csr"])
+def test_a_light_centroid_gets_its_skipped_weights_too(layout):
+    """Centroid (0, 3) keeps one weight of e^-180 (second nearest of the row at (5, 0)), and
+    40 rows tied between the others skip its e^-80: below LIGHT_MASS, it is summed exactly."""
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(0, 0.01, (40, 2)), rng.normal([-1, 0], 0.05, (50, 2)),
+                   rng.normal([1, 0], 0.05, (50, 2)), [[5.0, 0.0]]])
+    X = {"dense64": X, "dense32": X.astype(np.float32), "csr": sp.csr_matrix(X)}[layout]
+    centers = np.array([[-1.0, 0.0], [1.0, 0.0], [0.0, 3.0]])
+    spec = RelaxationSpec("softmax", np.sqrt(0.05))
+    want = NumpyEngine(X).estep(centers, spec)
+    got = NumbaEngine(X).estep(centers, spec)
+    assert 1e-40 < want.masses[2] < 1e-30
+    rtol = 1e-9 if layout != "dense32" else 1e-4
+    np.testing.assert_allclose(got.masses, want.masses, rtol=rtol)
+    np.testing.assert_allclose(got.sums, want.sums, rtol=rtol, atol=1e-12 * np.abs(want.sums).max())
+    np.testing.assert_allclose(got.sums[2] / got.masses[2], want.sums[2] / want.masses[2],
+                               rtol=rtol)  # where it moves
+    fits = [SoftKMeans(3, sigma=spec.sigma, init=centers, max_iter=5, backend=backend).fit(X)
+            for backend in ("numpy", "numba")]
+    np.testing.assert_allclose(fits[1].cluster_centers_, fits[0].cluster_centers_, atol=1e-4)
 
 
 def test_softmax_gap_keeps_relative_precision_at_low_temperature():
@@ -508,25 +531,32 @@ def test_weights_of_any_scale_give_the_oracles_float32_softmax(scale):
     got = NumbaEngine(X, weights * scale).estep(init, spec)
     _assert_stats_close(got, NumpyEngine(X, weights * scale).estep(init, spec), RTOL[np.float32])
     unit = NumbaEngine(X, weights).estep(init, spec)
-    np.testing.assert_allclose(got.sums / got.masses[:, None], unit.sums / unit.masses[:, None],
-                               rtol=1e-6)
+    means = unit.sums / unit.masses[:, None]
+    np.testing.assert_allclose(got.sums / got.masses[:, None], means, rtol=1e-6,
+                               atol=1e-6 * np.abs(means).max())  # float32 products
 
 
-@pytest.mark.parametrize("n_clusters", [33, 65, 257])
+@pytest.mark.parametrize("blocked", [True, False], ids=["blocked", "whole"])
+@pytest.mark.parametrize(("n_features", "n_clusters"), [(64, 33), (64, 17), (8, 14), (64, 257)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_duplicated_centroids_tie_exactly_with_blocked_products(dtype, n_clusters, monkeypatch):
-    """A last product block of one centroid rounds apart from the others: none is made."""
-    monkeypatch.setattr(_numba, "blocked_products", lambda: True)
-    chunk, step, _ = pass_layout(n_clusters, 64, dtype, True)
-    assert n_clusters % step != 1
+def test_duplicated_centroids_tie_exactly(dtype, n_features, n_clusters, blocked, monkeypatch):
+    """BLAS rounds a product by the position of its rows: a lone last block of centroids or
+    the short last chunk of X gave equal centroids different distances. Equal centroids
+    get the first one's cross term (and no block holds a single centroid)."""
+    monkeypatch.setattr(_numba, "blocked_products", lambda: blocked)
+    chunk, step, _ = pass_layout(n_clusters, n_features, dtype, blocked)
+    assert n_clusters % step != 1 or step >= n_clusters
     rng = np.random.RandomState(0)
-    X = rng.normal(size=(600, 64)).astype(dtype)
-    centers = rng.normal(size=(n_clusters, 64))
-    centers[-1] = centers[0]
-    distances = NumbaEngine(X).sq_distances(centers)
-    np.testing.assert_array_equal(distances[:, -1], distances[:, 0])
-    labels = NumbaEngine(X).estep(centers, SPECS["hard"]).labels
-    assert not np.any(labels == n_clusters - 1)  # ties go to the first centroid
+    for n_samples in (chunk + 1, chunk + 3, 2 * chunk + 17):
+        X = rng.normal(size=(n_samples, n_features)).astype(dtype)
+        centers = rng.normal(size=(n_clusters, n_features))
+        centers[-1] = centers[0]
+        distances = NumbaEngine(X).sq_distances(centers)
+        np.testing.assert_array_equal(distances[:, -1], distances[:, 0])
+        labels = NumbaEngine(X).estep(centers, SPECS["hard"]).labels
+        assert not np.any(labels == n_clusters - 1)  # ties go to the first centroid
+        resp = NumbaEngine(X).responsibilities(centers, RelaxationSpec("softmax", 1e-6))
+        np.testing.assert_array_equal(resp[:, -1], resp[:, 0])
 
 
 def _masses_in_child(queue, X, weights, init):

@@ -12,7 +12,7 @@ Precision: float64 data gives the oracle's numbers to rounding. For float32
 data the cross term ``X C^T`` is a float32 GEMM (as in scikit-learn) and dense
 softmax weights use a float32 exp, so results agree with the oracle (which
 works in float64) to float32 precision; float32 data far from the origin
-pass through the kernels centered (:func:`_float32_shift`).
+are centered chunk by chunk for the cross term (:func:`_float32_shift`).
 
 Compilation: with ``backend="auto"`` the kernels compile on a background
 thread while the passes run on the numpy engine (:mod:`._numba_warmup`).
@@ -77,6 +77,13 @@ CENTERING_SAMPLE = 4096
 #: float64 values between the accumulators of two threads: 128 bytes, two cache lines.
 ACCUMULATOR_GAP = 16
 _NO_OUT = np.empty((0, 0))
+_NO_SHIFT = np.empty(0)
+#: Softmax centroids whose mass in a pass is below this fraction of the total weight get their
+#: weights summed without the skip rule (``NumbaEngine._sum_exactly``): the skipped ones, below
+#: ``exp(-37)`` of each row's weight, are then at most 1e-10 of the mass of the others.
+LIGHT_MASS = 1e-6
+#: ``exp(-x)`` is 0 in float64 beyond this ``x``.
+_UNDERFLOW = 746.0
 _controller = None
 #: OpenBLAS core types (``threadpoolctl``'s ``architecture``) with small-matrix GEMM kernels.
 SMALL_KERNEL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
@@ -169,12 +176,12 @@ def _float32_shift(X):
     (raw pixel values, coordinates) would lose most of the digits of their
     distances, as soft responsibilities at ``1 / (2 sigma^2)`` times them
     would. Distances, responsibilities and margins do not change when the
-    data and the centroids move together, so such data pass through the
-    kernels as a centered float32 copy (one more array the size of X, as
-    scikit-learn's KMeans makes for every dense fit), and the sums get the
-    shift back. Mean and spread are estimated on :data:`CENTERING_SAMPLE`
-    rows; the shift is their mean rounded to float32, which any point near
-    the data would serve as well.
+    data and the centroids move together, so for such data the kernels
+    subtract this shift from each chunk before its cross term (a chunk-sized
+    copy, no copy of X; the sums are of X itself) and take the centroids and
+    the row norms of the shifted points. Mean and spread are estimated on
+    :data:`CENTERING_SAMPLE` rows; the shift is their mean rounded to
+    float32, which any point near the data would serve as well.
     """
     if X.dtype != np.float32 or X.shape[0] == 0:
         return None
@@ -182,6 +189,37 @@ def _float32_shift(X):
     shift = sample.mean(axis=0).astype(np.float32).astype(np.float64)
     spread = float(np.mean(np.einsum("ij,ij->i", sample - shift, sample - shift)))
     return shift if shift @ shift > CENTERING_RATIO * spread else None
+
+
+def _lower_exponents(centers, candidates, labels, dmin):
+    """A lower bound of ``d_ij - dmin_i`` over the rows, for each candidate centroid ``j``.
+
+    A row ``i`` nearest to centroid ``l`` lies within ``r_l``, the largest
+    ``sqrt(dmin)`` of ``l``'s rows, of it; so ``d_ij - dmin_i >= g^2 - 2 g r_l``
+    with ``g = ||c_j - c_l||``. O(n) for the radii, O(k d) per candidate.
+    """
+    radius = np.full(len(centers), -np.inf)
+    np.maximum.at(radius, labels, np.sqrt(dmin))
+    occupied = np.flatnonzero(radius >= 0)
+    diff_sq = (np.einsum("ij,ij->i", centers, centers)[occupied][None, :]
+               + np.einsum("ij,ij->i", centers[candidates], centers[candidates])[:, None]
+               - 2.0 * centers[candidates] @ centers[occupied].T)
+    gaps = np.sqrt(np.maximum(diff_sq, 0.0))
+    return (gaps * (gaps - 2.0 * radius[occupied])).min(axis=1)
+
+
+def _first_equal_rows(centers, c_sq):
+    """``first[j]``: the first centroid equal to centroid ``j`` (``j`` itself if none is).
+
+    Equal centroids have equal squared norms: only those are compared.
+    """
+    first = np.arange(len(centers))
+    order = np.argsort(c_sq, kind="stable")
+    same_norm = np.flatnonzero(np.diff(c_sq[order]) == 0)
+    for a, b in zip(order[same_norm], order[same_norm + 1], strict=True):
+        if np.array_equal(centers[a], centers[b]):
+            first[b] = first[a]
+    return first
 
 
 def _forget_threads():
@@ -392,29 +430,35 @@ class NumbaEngine(NumpyEngine):
             np.ones(X.shape[0]) if sample_weight is None
             else np.asarray(sample_weight, dtype=np.float64)
         )
-        # The kernels take the weights relative to the largest and the sums are scaled back:
-        # dense softmax chunks multiply weights into float32 products, which tiny or huge
-        # weights would underflow or overflow.
+        # The kernels take the weights over a power of two (exact) that brings the largest into
+        # [1, 2), and the sums are scaled back: dense softmax chunks multiply weights into
+        # float32 products, which tiny or huge weights would underflow or overflow.
         largest = float(self.sample_weight.max(initial=0.0))
-        self._weight_scale = largest if largest > 0 else 1.0
+        self._weight_scale = 2.0 ** (np.frexp(largest)[1] - 1) if largest > 0 else 1.0
+        self._total_weight = float(self.sample_weight.sum())
         self._kernel_weights = (self.sample_weight if self._weight_scale == 1.0
                                 else _read_only(self.sample_weight / self._weight_scale))
         self.x_sq = self._sq_norms(X)
         self._shift = None if sp.issparse(X) else _float32_shift(X)
-        self._centered = None  # what the kernels take instead of X and x_sq, when shifted
-        if self._shift is not None:
-            centered = np.empty_like(X)
-            np.subtract(X, self._shift.astype(X.dtype), out=centered)
-            self._centered = (_read_only(centered), self._sq_norms(centered))
+        self._shifted_x_sq = None  # ||x_i - shift||^2, made by the kernels on their first pass
 
-    def _sq_norms(self, X):
-        """``||x_i||^2`` in float64; by the kernels when they are ready (no float64 copy of X)."""
+    def _sq_norms(self, X, shift=_NO_SHIFT):
+        """``||x_i - shift||^2`` in float64; by the kernels when they are ready (no copy of X)."""
         if sp.issparse(X) or not self._kernels.ready.is_set():
             return _row_sq_norms(X)
         x_sq = np.empty(X.shape[0])
-        run_threads(dense_row_sq_norms, effective_n_threads(self.n_threads), X, x_sq,
+        run_threads(dense_row_sq_norms, effective_n_threads(self.n_threads), X, shift, x_sq,
                     limit_blas=False)
         return x_sq
+
+    def _kernel_data(self):
+        """``(shift, x_sq)`` the dense kernels take: the shift in the dtype of X (empty for
+        none) and the squared norms of the shifted rows."""
+        if self._shift is None:
+            return _NO_SHIFT.astype(self.X.dtype), self.x_sq
+        if self._shifted_x_sq is None:
+            self._shifted_x_sq = self._sq_norms(self.X, self._shift)
+        return self._shift.astype(self.X.dtype), self._shifted_x_sq
 
     def __enter__(self):
         """Hold BLAS to one thread for every pass until the session ends (see PassSession).
@@ -456,7 +500,7 @@ class NumbaEngine(NumpyEngine):
             centers = centers - self._shift
         c_sq = np.einsum("ij,ij->i", centers, centers)
         n = self.n_samples
-        X, x_sq = self._centered or (self.X, self.x_sq)
+        X = self.X
         labels = np.empty(n, dtype=np.int32)
         margins = np.empty(n)
         dmin = np.empty(n)
@@ -469,19 +513,19 @@ class NumbaEngine(NumpyEngine):
                 scalars)
         if sp.issparse(X):
             centers_t = np.ascontiguousarray(centers.T)
-            run_threads(csr_pass, n_threads, *self._csr_arrays, self._kernel_weights, x_sq,
+            run_threads(csr_pass, n_threads, *self._csr_arrays, self._kernel_weights, self.x_sq,
                         centers_t, c_sq, chunk_rows(k), kind, tau, *rest, limit_blas=limit_blas)
         else:
             layout = pass_layout(k, n_features, X.dtype, blocked_products())
-            run_threads(dense_pass, n_threads, X, self._kernel_weights, x_sq,
-                        centers.astype(X.dtype), c_sq, *layout, kind, tau,
+            shift, x_sq = self._kernel_data()
+            run_threads(dense_pass, n_threads, X, shift, _first_equal_rows(centers, c_sq),
+                        self._kernel_weights, x_sq, centers.astype(X.dtype), c_sq, *layout, kind,
+                        tau,
                         dense_inverse(tau, X.dtype), *rest, limit_blas=limit_blas)
         parts = ((sums, k), (masses, k), (scalars, 3))
         sums, masses, scalars = (a[0, :size] if n_threads == 1 else a[:, :size].sum(axis=0)
                                  for a, size in parts)
         sums, masses, scalars = (a * self._weight_scale for a in (sums, masses, scalars))
-        if self._shift is not None and with_sums:
-            sums += np.outer(masses, self._shift)
         return sums, masses, scalars, labels, margins, dmin
 
     @_numpy_until_compiled
@@ -503,41 +547,43 @@ class NumbaEngine(NumpyEngine):
         sums, masses, scalars, labels, margins, dmin = self._pass(centers, spec, with_sums)
         objective, inertia, gap = (float(v) for v in scalars)
         stats = PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
-        if spec.kind == "softmax" and with_sums and not masses.all():
-            self._add_skipped_weights(centers, spec, stats)
+        if spec.kind == "softmax" and with_sums:
+            light = np.flatnonzero(masses < LIGHT_MASS * self._total_weight)
+            if light.size:
+                self._sum_exactly(np.asarray(centers, dtype=np.float64), light, spec, stats)
         return stats
 
-    def _add_skipped_weights(self, centers, spec, stats):
-        """Give the centroids that the softmax skip rule left without mass their exact weights.
+    def _sum_exactly(self, centers, light, spec, stats):
+        """Sum the weights of the ``light`` centroids without the softmax skip rule.
 
         Skipped weights are below the resolution of each row's sum: rounding
-        for the rows, but a centroid that only such weights reach gets mass 0
-        and would stay in place, where the oracle moves it to their weighted
-        mean. Their weights ``exp(-(d_ij - dmin_i) / tau) / (1 + S_i)`` are
-        summed here in float64 as the oracle sums them, ``log1p(S_i)`` from a
-        pass that writes each row's gap; when every one of them underflows to
-        0, as the oracle's then do, nothing changes and that pass is spared.
+        for the rows, but for a centroid of mass below :data:`LIGHT_MASS` of
+        the total weight they may be a visible part of its mass, or all of it
+        (it would stay in place where the oracle moves it to their weighted
+        mean). Its mass and sums are replaced by sums over every row of
+        ``exp(-(d_ij - dmin_i) / tau) / (1 + S_i)`` in float64, as the oracle
+        sums them (``log1p(S_i)`` from a pass that writes each row's gap),
+        unless :func:`_lower_exponents` shows that every one underflows to 0
+        there, as the oracle's then do.
         """
-        empty = np.flatnonzero(stats.masses == 0)
-        points = np.asarray(centers, dtype=np.float64)[empty]
-        p_sq = np.einsum("ij,ij->i", points, points)
-        weight = self.sample_weight
-        blocks = list(row_blocks(self.n_samples, len(empty)))
-
-        def exponents(rows):
-            D = self._block_sq_distances(rows, points, p_sq)
-            return -(D - stats.dmin[rows, None]) / spec.tau
-
-        if not any(np.exp(exponents(rows))[weight[rows] > 0].any() for rows in blocks):
+        far = _lower_exponents(centers, light, stats.labels, stats.dmin) > _UNDERFLOW * spec.tau
+        light = light[~far]
+        if light.size == 0:
             return
+        points = centers[light]
+        p_sq = np.einsum("ij,ij->i", points, points)
         row_gaps = np.empty((self.n_samples, 1))
         self._pass(centers, spec, False, OUT_GAP, row_gaps)
         log_norm = row_gaps[:, 0] / spec.tau
-        for rows in blocks:
-            weighted = np.exp(exponents(rows) - log_norm[rows, None]) * weight[rows, None]
-            stats.masses[empty] += weighted.sum(axis=0)
+        masses, sums = np.zeros(len(light)), np.zeros((len(light), centers.shape[1]))
+        for rows in row_blocks(self.n_samples, len(light)):
+            D = self._block_sq_distances(rows, points, p_sq)
+            weighted = np.exp(-(D - stats.dmin[rows, None]) / spec.tau - log_norm[rows, None])
+            weighted *= self.sample_weight[rows, None]
+            masses += weighted.sum(axis=0)
             Xb = self.X[rows]
-            stats.sums[empty] += weighted.T @ (Xb.toarray() if sp.issparse(Xb) else Xb)
+            sums += weighted.T @ (Xb.toarray() if sp.issparse(Xb) else Xb)
+        stats.masses[light], stats.sums[light] = masses, sums
 
     @_numpy_until_compiled
     def responsibilities(self, centers, spec):

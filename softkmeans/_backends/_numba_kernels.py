@@ -196,7 +196,8 @@ def _shifted_distances_and_nearest(U, x_sq, c_sq, u_near, first, second, label):
 
     ``U`` (centroid-major, dtype of X) then holds every squared distance less
     the row's own ``||x_r||^2``; ``c_sq`` is in the dtype of X. A value of
-    ``U`` is one rounding of the cross term (doubling is exact), so tied
+    ``U`` is one rounding of the cross term (doubling is exact; equal
+    centroids get the same cross term, see :func:`dense_pass`), so tied
     centroids stay exactly tied and, as in scikit-learn's Lloyd kernel, the
     distances are compared in the dtype of X. ``first``, ``second`` receive
     the two smallest squared distances ``max(||x||^2 + u, 0)`` of each row in
@@ -362,9 +363,9 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
 
 
 @njit(**_JIT)
-def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, tau, inv_tau, alpha,
-               with_sums, out_mode, out, labels, margins, dmin, all_sums, all_masses, all_scalars,
-               thread, n_threads):
+def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, tau,
+               inv_tau, alpha, with_sums, out_mode, out, labels, margins, dmin, all_sums,
+               all_masses, all_scalars, thread, n_threads):
     """Thread ``thread``'s share of a pass over dense ``X`` (C-contiguous).
 
     The share is every ``n_threads``-th chunk of ``chunk`` rows from chunk
@@ -373,7 +374,14 @@ def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, t
     accumulators ``all_sums[thread, :k]``, ``all_masses[thread, :k]`` and
     ``all_scalars[thread, :3]`` (objective, inertia, gap). ``centers``
     (C-contiguous) is in the dtype of X; ``c_sq`` holds the squared norms of
-    the float64 centroids; ``inv_tau`` is :func:`dense_inverse` (0: no
+    the float64 centroids. With a ``shift`` (in the dtype of X; empty for
+    none) the cross term is that of the chunk less the shift, copied chunk by
+    chunk, and ``centers``, ``c_sq`` and ``x_sq`` are those of the shifted
+    points: distances are the same, computed without the cancellation of
+    data far from the origin; the sums are of X itself. ``twins[j]`` is the
+    first centroid equal to centroid ``j``: its cross term is copied, so that
+    equal centroids tie exactly (BLAS rounds a product by the position of its
+    rows and columns); ``inv_tau`` is :func:`dense_inverse` (0: no
     dense softmax finish). The
     products run by blocks of ``step`` centroids (``k`` for one call each),
     the cross term on the transposed chunk if ``transposes``: see
@@ -389,6 +397,8 @@ def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, t
     first, second = near[0], near[1]
     u_near = np.empty((4, chunk), X.dtype)
     scaled_x = np.empty((chunk, n_features), X.dtype)
+    shifted = shift.shape[0] > 0
+    centered = np.empty((chunk if shifted and not transposes else 0, n_features), X.dtype)
     label = np.empty(chunk, np.intp)
     hard = np.empty(chunk, np.bool_)
     row = np.empty(k)
@@ -408,10 +418,22 @@ def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, t
         if transposes:
             Xt = transposed[:n_features * rows].reshape((n_features, rows))
             transpose_rows(X, start, Xt)
+            if shifted:
+                for f in range(n_features):
+                    for r in range(rows):
+                        Xt[f, r] -= shift[f]
             for j0 in range(0, k, step):
                 np.dot(centers[j0:min(j0 + step, k)], Xt, U[j0:min(j0 + step, k)])
+        elif shifted:
+            for r in range(rows):
+                for f in range(n_features):
+                    centered[r, f] = Xc[r, f] - shift[f]
+            np.dot(centers, centered[:rows].T, U)
         else:
             np.dot(centers, Xc.T, U)
+        for j in range(k):
+            if twins[j] != j:
+                U[j, :] = U[twins[j], :]
         _shifted_distances_and_nearest(U, xc_sq, c_sq_x, u_near, first, second, label)
         if out_mode == OUT_FARTHEST:
             for j in range(k):
@@ -463,13 +485,17 @@ def dense_pass(X, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, t
 
 
 @njit(**_JIT)
-def dense_row_sq_norms(X, out, thread, n_threads):
-    """Squared norms of thread ``thread``'s block of rows, in float64 without copying X."""
+def dense_row_sq_norms(X, shift, out, thread, n_threads):
+    """``||x_i - shift||^2`` of thread ``thread``'s block of rows, in float64 without copying X.
+
+    ``shift`` is float64, of length ``n_features``, or empty for no shift.
+    """
     n = X.shape[0]
+    shifted = shift.shape[0] > 0
     for i in range(thread * n // n_threads, (thread + 1) * n // n_threads):
         acc = 0.0
         for f in range(X.shape[1]):
-            v = np.float64(X[i, f])
+            v = np.float64(X[i, f]) - (shift[f] if shifted else 0.0)
             acc += v * v
         out[i] = acc
 
