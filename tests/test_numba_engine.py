@@ -536,6 +536,13 @@ def test_weights_of_any_scale_give_the_oracles_float32_softmax(scale):
                                atol=1e-6 * np.abs(means).max())  # float32 products
 
 
+def test_first_equal_rows_links_every_twin_to_the_first():
+    """Rows of equal norms are grouped, and equal ones inside a group need not be adjacent."""
+    centers = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [1.0, 0.0]])
+    first = _numba._first_equal_rows(centers, np.einsum("ij,ij->i", centers, centers))
+    np.testing.assert_array_equal(first, [0, 1, 0, 1, 4, 0])
+
+
 @pytest.mark.parametrize("blocked", [True, False], ids=["blocked", "whole"])
 @pytest.mark.parametrize(("n_features", "n_clusters"), [(64, 33), (64, 17), (8, 14), (64, 257)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

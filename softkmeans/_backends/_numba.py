@@ -79,8 +79,8 @@ ACCUMULATOR_GAP = 16
 _NO_OUT = np.empty((0, 0))
 _NO_SHIFT = np.empty(0)
 #: Softmax centroids whose mass in a pass is below this fraction of the total weight get their
-#: weights summed without the skip rule (``NumbaEngine._sum_exactly``): the skipped ones, below
-#: ``exp(-37)`` of each row's weight, are then at most 1e-10 of the mass of the others.
+#: weights summed without the skip rule (``NumbaEngine._sum_exactly``). The skipped weights,
+#: below ``exp(-37)`` of each row's weight, are below 1e-10 of any other centroid's mass.
 LIGHT_MASS = 1e-6
 #: ``exp(-x)`` is 0 in float64 beyond this ``x``.
 _UNDERFLOW = 746.0
@@ -214,11 +214,17 @@ def _first_equal_rows(centers, c_sq):
     Equal centroids have equal squared norms: only those are compared.
     """
     first = np.arange(len(centers))
-    order = np.argsort(c_sq, kind="stable")
-    same_norm = np.flatnonzero(np.diff(c_sq[order]) == 0)
-    for a, b in zip(order[same_norm], order[same_norm + 1], strict=True):
-        if np.array_equal(centers[a], centers[b]):
-            first[b] = first[a]
+    order = np.argsort(c_sq, kind="stable")  # equal norms keep the order of the centroids
+    new_norm = np.diff(c_sq[order]) != 0
+    if new_norm.all():
+        return first
+    starts = np.flatnonzero(np.r_[True, new_norm, True])
+    for start, stop in zip(starts[:-1], starts[1:], strict=True):
+        if stop - start > 1:
+            group = order[start:stop]
+            _, index, inverse = np.unique(centers[group], axis=0, return_index=True,
+                                          return_inverse=True)
+            first[group] = group[index[inverse.ravel()]]
     return first
 
 
@@ -520,8 +526,7 @@ class NumbaEngine(NumpyEngine):
             shift, x_sq = self._kernel_data()
             run_threads(dense_pass, n_threads, X, shift, _first_equal_rows(centers, c_sq),
                         self._kernel_weights, x_sq, centers.astype(X.dtype), c_sq, *layout, kind,
-                        tau,
-                        dense_inverse(tau, X.dtype), *rest, limit_blas=limit_blas)
+                        tau, dense_inverse(tau, X.dtype), *rest, limit_blas=limit_blas)
         parts = ((sums, k), (masses, k), (scalars, 3))
         sums, masses, scalars = (a[0, :size] if n_threads == 1 else a[:, :size].sum(axis=0)
                                  for a, size in parts)
@@ -562,9 +567,10 @@ class NumbaEngine(NumpyEngine):
         (it would stay in place where the oracle moves it to their weighted
         mean). Its mass and sums are replaced by sums over every row of
         ``exp(-(d_ij - dmin_i) / tau) / (1 + S_i)`` in float64, as the oracle
-        sums them (``log1p(S_i)`` from a pass that writes each row's gap),
-        unless :func:`_lower_exponents` shows that every one underflows to 0
-        there, as the oracle's then do.
+        sums them (``log1p(S_i)`` from a pass that writes each row's gap; the
+        exponent is 0 in the rows it is nearest to, whose ``dmin_i`` the pass
+        found), unless :func:`_lower_exponents` shows that every one
+        underflows to 0 there, as the oracle's then do.
         """
         far = _lower_exponents(centers, light, stats.labels, stats.dmin) > _UNDERFLOW * spec.tau
         light = light[~far]
@@ -577,8 +583,9 @@ class NumbaEngine(NumpyEngine):
         log_norm = row_gaps[:, 0] / spec.tau
         masses, sums = np.zeros(len(light)), np.zeros((len(light), centers.shape[1]))
         for rows in row_blocks(self.n_samples, len(light)):
-            D = self._block_sq_distances(rows, points, p_sq)
-            weighted = np.exp(-(D - stats.dmin[rows, None]) / spec.tau - log_norm[rows, None])
+            excess = self._block_sq_distances(rows, points, p_sq) - stats.dmin[rows, None]
+            excess[stats.labels[rows, None] == light] = 0.0
+            weighted = np.exp(-excess / spec.tau - log_norm[rows, None])
             weighted *= self.sample_weight[rows, None]
             masses += weighted.sum(axis=0)
             Xb = self.X[rows]
