@@ -625,6 +625,10 @@ def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="aut
     """
     path = np.asarray(centers, dtype=np.float64)
     path = path[None] if path.ndim == 2 else path
+    if path.ndim != 3 or len(path) == 0:
+        raise ValueError("centers must be one configuration (n_clusters, n_features) or a "
+                         f"non-empty path of them (n_steps, n_clusters, n_features); got shape "
+                         f"{np.shape(centers)}.")
     engine = _engine(X, sample_weight, backend, n_threads)
     sigma = check_sigma(sigma)
     configs = [_configuration(engine, _centers(mu, engine)) for mu in path]

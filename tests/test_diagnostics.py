@@ -416,3 +416,17 @@ def test_one_cluster_meets_the_fixed_point_hypothesis_at_every_temperature(data)
     for sigma in (1e-3, 0.5, 100.0):
         constants = certify(X, X.mean(axis=0, keepdims=True), sigma).constants
         assert constants["hypothesis"] and constants["sigma_star"] == np.inf
+
+
+def test_certificate_objects_reject_an_unknown_relation_and_frame_when_empty():
+    with pytest.raises(ValueError, match="relation must be"):
+        BoundCheck("x", "Thm 0", 1.0, 2.0, 0.0, "<")
+    frame = Certificate([], {}).to_frame()
+    assert frame.empty and list(frame.columns) == ["source", "observed", "relation", "bound",
+                                                   "tolerance", "holds"]
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 2), (3,), (1, 1, 3, 2)])
+def test_fixed_point_constants_names_a_bad_path(data, shape):
+    with pytest.raises(ValueError, match="centers must be one configuration"):
+        fixed_point_constants(data[0], np.zeros(shape), sigma=1.0)

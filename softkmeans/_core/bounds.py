@@ -321,6 +321,10 @@ class BoundCheck:
     tolerance: float
     relation: str = "<="
 
+    def __post_init__(self):
+        if self.relation not in ("<=", ">="):
+            raise ValueError(f"relation must be '<=' or '>='; got {self.relation!r}.")
+
     @property
     def holds(self):
         """Whether the observed quantity satisfies the bound within the tolerance."""
@@ -371,13 +375,10 @@ class Certificate:
         """The checks as a :class:`pandas.DataFrame`, one row per bound (needs pandas)."""
         import pandas as pd
 
-        rows = [
-            {"bound_name": c.name, "source": c.source, "observed": c.observed,
-             "relation": c.relation, "bound": c.bound, "tolerance": c.tolerance,
-             "holds": c.holds}
-            for c in self.checks
-        ]
-        return pd.DataFrame(rows).set_index("bound_name")
+        columns = ["bound_name", "source", "observed", "relation", "bound", "tolerance", "holds"]
+        rows = [(c.name, c.source, c.observed, c.relation, c.bound, c.tolerance, c.holds)
+                for c in self.checks]
+        return pd.DataFrame(rows, columns=columns).set_index("bound_name")
 
     def __repr__(self):
         head = ("check", "source", "observed", "", "bound", "tolerance", "holds")
