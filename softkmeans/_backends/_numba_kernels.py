@@ -392,13 +392,12 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
     sums, masses, scalars = all_sums[thread, :k], all_masses[thread, :k], all_scalars[thread]
     c_sq_x = c_sq.astype(X.dtype)
     cross = np.empty(k * chunk, X.dtype)
-    transposed = np.empty(n_features * chunk if transposes else 0, X.dtype)
+    shifted = shift.shape[0] > 0
+    transposed = np.empty(n_features * chunk if transposes or shifted else 0, X.dtype)
     near = np.empty((5, chunk))  # first, second, others, ratio, row gap
     first, second = near[0], near[1]
     u_near = np.empty((4, chunk), X.dtype)
     scaled_x = np.empty((chunk, n_features), X.dtype)
-    shifted = shift.shape[0] > 0
-    centered = np.empty((chunk if shifted and not transposes else 0, n_features), X.dtype)
     label = np.empty(chunk, np.intp)
     hard = np.empty(chunk, np.bool_)
     row = np.empty(k)
@@ -424,16 +423,18 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
                         Xt[f, r] -= shift[f]
             for j0 in range(0, k, step):
                 np.dot(centers[j0:min(j0 + step, k)], Xt, U[j0:min(j0 + step, k)])
-        elif shifted:
-            for r in range(rows):
-                for f in range(n_features):
-                    centered[r, f] = Xc[r, f] - shift[f]
-            np.dot(centers, centered[:rows].T, U)
+        elif shifted:  # the same product as above, in one block (no other specialization)
+            Xt = transposed[:n_features * rows].reshape((n_features, rows))
+            for f in range(n_features):
+                for r in range(rows):
+                    Xt[f, r] = Xc[r, f] - shift[f]
+            np.dot(centers[0:k], Xt, U[0:k])
         else:
             np.dot(centers, Xc.T, U)
         for j in range(k):
             if twins[j] != j:
-                U[j, :] = U[twins[j], :]
+                for r in range(rows):  # a loop: a slice assignment compiles its error path
+                    U[j, r] = U[twins[j], r]
         _shifted_distances_and_nearest(U, xc_sq, c_sq_x, u_near, first, second, label)
         if out_mode == OUT_FARTHEST:
             for j in range(k):
