@@ -6,7 +6,7 @@ import sys
 __all__ = ["main"]
 
 
-def _seed(text):
+def seed(text):
     """An ``argparse`` type: an integer seed that numpy's generators accept."""
     value = int(text)
     if not 0 <= value < 2**32:
@@ -30,7 +30,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m softkmeans", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="fit the three estimators on iris and print a table")
-    demo.add_argument("--random-state", type=_seed, default=0,
+    demo.add_argument("--random-state", type=seed, default=0,
                       help="seed of the k-means++ starts (an integer in [0, 2**32))")
     commands.add_parser("reproduce", add_help=False,
                         help="reproduce the paper's experiments (see `reproduce --help`)")

@@ -363,15 +363,23 @@ def test_a_centroid_only_skipped_weights_reach_moves_as_in_the_oracle(dtype, spa
     assert got.masses[2] == 0 and len(passes) == 1
 
 
+@pytest.mark.parametrize("n_features", [6, 37])
+@pytest.mark.parametrize("blocked", [True, False], ids=["blocked", "whole"])
 @pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
-def test_float32_data_far_from_the_origin_keep_their_precision(spec):
+def test_float32_data_far_from_the_origin_keep_their_precision(spec, blocked, n_features,
+                                                               monkeypatch):
     """Blobs of spread 1 shifted by 1000: ``||x||^2`` is 6e6, the distances a few units.
 
     Uncentered, float32 products would err by about 0.4 on them. The kernels
     center each chunk for its cross term, and every output keeps float32
     precision relative to the distances.
     """
-    X, weights, init = _data(np.float64, False)
+    monkeypatch.setattr(_numba, "blocked_products", lambda: blocked)  # 37: transposed chunks
+    rng = np.random.RandomState(0)
+    means = rng.uniform(-3, 3, size=(N_CLUSTERS, n_features))
+    X = means[rng.randint(N_CLUSTERS, size=N_SAMPLES)] + rng.normal(size=(N_SAMPLES, n_features))
+    weights = rng.uniform(0.5, 2.0, size=N_SAMPLES)
+    init = rng.normal(size=(N_CLUSTERS, n_features)) * 2.0
     shift = 1000.0
     X32 = (X + shift).astype(np.float32)
     centers = init + shift
@@ -382,7 +390,8 @@ def test_float32_data_far_from_the_origin_keep_their_precision(spec):
         scale = float(np.max(np.abs(getattr(want, field))))
         np.testing.assert_allclose(getattr(got, field), getattr(want, field), rtol=2e-5,
                                    atol=2e-5 * scale, err_msg=field)
-    np.testing.assert_allclose(got.sums, want.sums, rtol=1e-6)  # of values near 1000
+    # sums of values near 1000 with float32 weights (a light centroid's to 3e-5)
+    np.testing.assert_allclose(got.sums, want.sums, rtol=1e-4)
     distances = oracle.sq_distances(centers)
     np.testing.assert_allclose(engine.sq_distances(centers), distances, rtol=2e-5,
                                atol=2e-5 * distances.min(axis=1, keepdims=True).mean())
@@ -427,6 +436,45 @@ def test_a_light_centroid_gets_its_skipped_weights_too(layout):
     fits = [SoftKMeans(3, sigma=spec.sigma, init=centers, max_iter=5, backend=backend).fit(X)
             for backend in ("numpy", "numba")]
     np.testing.assert_allclose(fits[1].cluster_centers_, fits[0].cluster_centers_, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_light_centroid_tied_at_a_cold_temperature_keeps_a_bounded_mass(dtype):
+    """Rows of weight 1e-9 on the bisector of centroids 0 and 1 (1e5 from the origin): 1 is
+    light, and its exact sums must not take the rounding of two distance formulas for an
+    exponent (weights of 1e51 or inf before)."""
+    rng = np.random.RandomState(1)
+    n_features = 32
+    a = rng.normal(size=n_features)
+    b, c = a + rng.normal(size=n_features) * 0.5, a + 10 * rng.normal(size=n_features)
+    normal = (b - a) / np.linalg.norm(b - a)
+    ties = rng.normal(size=(50, n_features))
+    ties = (a + b) / 2 + ties - np.outer(ties @ normal, normal)
+    X = np.vstack([a + 0.3 * rng.normal(size=(300, n_features)),
+                   c + 0.3 * rng.normal(size=(300, n_features)), ties]) + 1e5
+    weights = np.r_[np.ones(600), np.full(50, 1e-9)]
+    centers = np.vstack([a, b, c]) + 1e5
+    for sigma in (1e-3, 1e-4):
+        spec = RelaxationSpec("softmax", sigma)
+        got = NumbaEngine(X.astype(dtype), weights).estep(centers, spec)
+        assert np.all(np.isfinite(got.sums)) and 0 <= got.masses[1] <= 50e-9
+
+
+def test_a_light_centroid_nearest_to_its_own_rows_needs_no_exact_sum(monkeypatch):
+    """A singleton far from the other clusters is light (weights 1e-7 of the total) but the
+    pass skips none of its weights: no extra pass."""
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(0, 0.3, (500, 4)), rng.normal(5, 0.3, (500, 4)), [[40.0] * 4]])
+    weights = np.r_[np.ones(1000), 1e-4]
+    centers = np.array([[0.0] * 4, [5.0] * 4, [40.0] * 4])
+    passes = []
+    original = NumbaEngine._pass
+    monkeypatch.setattr(NumbaEngine, "_pass",
+                        lambda *args, **kwargs: passes.append(args) or original(*args, **kwargs))
+    spec = RelaxationSpec("softmax", 0.5)
+    got = NumbaEngine(X, weights).estep(centers, spec)
+    assert got.masses[2] < 1e-6 * weights.sum() and len(passes) == 1
+    _assert_stats_close(got, NumpyEngine(X, weights).estep(centers, spec), RTOL[np.float64])
 
 
 def test_softmax_gap_keeps_relative_precision_at_low_temperature():

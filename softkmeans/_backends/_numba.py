@@ -82,6 +82,8 @@ _NO_SHIFT = np.empty(0)
 #: weights summed without the skip rule (``NumbaEngine._sum_exactly``). The skipped weights,
 #: below ``exp(-37)`` of each row's weight, are below 1e-10 of any other centroid's mass.
 LIGHT_MASS = 1e-6
+#: Up to this many centroids, :func:`_first_equal_rows` looks rows up in a dictionary.
+_FEW_CENTROIDS = 64
 #: ``exp(-x)`` is 0 in float64 beyond this ``x``.
 _UNDERFLOW = 746.0
 _controller = None
@@ -196,7 +198,9 @@ def _lower_exponents(centers, candidates, labels, dmin):
 
     A row ``i`` nearest to centroid ``l`` lies within ``r_l``, the largest
     ``sqrt(dmin)`` of ``l``'s rows, of it; so ``d_ij - dmin_i >= g^2 - 2 g r_l``
-    with ``g = ||c_j - c_l||``. O(n) for the radii, O(k d) per candidate.
+    with ``g = ||c_j - c_l||``. The rows nearest to ``j`` itself are left out
+    (the pass never skips their weight for ``j``). O(n) for the radii, O(k d)
+    per candidate.
     """
     radius = np.full(len(centers), -np.inf)
     np.maximum.at(radius, labels, np.sqrt(dmin))
@@ -205,14 +209,22 @@ def _lower_exponents(centers, candidates, labels, dmin):
                + np.einsum("ij,ij->i", centers[candidates], centers[candidates])[:, None]
                - 2.0 * centers[candidates] @ centers[occupied].T)
     gaps = np.sqrt(np.maximum(diff_sq, 0.0))
-    return (gaps * (gaps - 2.0 * radius[occupied])).min(axis=1)
+    lower = gaps * (gaps - 2.0 * radius[occupied])
+    # a row's weight for its own nearest centroid is never skipped: only the others count
+    lower[candidates[:, None] == occupied[None, :]] = np.inf
+    return lower.min(axis=1, initial=np.inf)
 
 
 def _first_equal_rows(centers, c_sq):
     """``first[j]``: the first centroid equal to centroid ``j`` (``j`` itself if none is).
 
-    Equal centroids have equal squared norms: only those are compared.
+    Equal centroids have equal squared norms: only those are compared (a
+    dictionary of rows for a few centroids, the cheaper way there).
     """
+    if len(centers) <= _FEW_CENTROIDS:
+        seen = {}
+        return np.array([seen.setdefault(bytes(row), j)  # + 0.0: -0.0 is 0.0
+                         for j, row in enumerate(centers + 0.0)], dtype=np.intp)
     first = np.arange(len(centers))
     order = np.argsort(c_sq, kind="stable")  # equal norms keep the order of the centroids
     new_norm = np.diff(c_sq[order]) != 0
@@ -450,6 +462,9 @@ class NumbaEngine(NumpyEngine):
 
     def _sq_norms(self, X, shift=_NO_SHIFT):
         """``||x_i - shift||^2`` in float64; by the kernels when they are ready (no copy of X)."""
+        if len(shift) and not self._kernels.ready.is_set():
+            return np.concatenate([np.square(np.asarray(X[rows], dtype=np.float64) - shift)
+                                   .sum(axis=1) for rows in row_blocks(X.shape[0], X.shape[1])])
         if sp.issparse(X) or not self._kernels.ready.is_set():
             return _row_sq_norms(X)
         x_sq = np.empty(X.shape[0])
@@ -585,6 +600,8 @@ class NumbaEngine(NumpyEngine):
         for rows in row_blocks(self.n_samples, len(light)):
             excess = self._block_sq_distances(rows, points, p_sq) - stats.dmin[rows, None]
             excess[stats.labels[rows, None] == light] = 0.0
+            # the pass's dmin and these distances round differently: no weight above its row's
+            np.maximum(excess, 0.0, out=excess)
             weighted = np.exp(-excess / spec.tau - log_norm[rows, None])
             weighted *= self.sample_weight[rows, None]
             masses += weighted.sum(axis=0)
