@@ -462,11 +462,8 @@ class NumbaEngine(NumpyEngine):
 
     def _sq_norms(self, X, shift=_NO_SHIFT):
         """``||x_i - shift||^2`` in float64; by the kernels when they are ready (no copy of X)."""
-        if len(shift) and not self._kernels.ready.is_set():
-            return np.concatenate([np.square(np.asarray(X[rows], dtype=np.float64) - shift)
-                                   .sum(axis=1) for rows in row_blocks(X.shape[0], X.shape[1])])
         if sp.issparse(X) or not self._kernels.ready.is_set():
-            return _row_sq_norms(X)
+            return _row_sq_norms(X, shift if len(shift) else None)
         x_sq = np.empty(X.shape[0])
         run_threads(dense_row_sq_norms, effective_n_threads(self.n_threads), X, shift, x_sq,
                     limit_blas=False)

@@ -19,11 +19,12 @@ from ._stats import PassStats
 __all__ = ["NumpyEngine"]
 
 
-def _row_sq_norms(X):
-    """``||x_i||^2`` of every row, summed in float64 whatever the dtype of X.
+def _row_sq_norms(X, shift=None):
+    """``||x_i - shift||^2`` of every row, summed in float64 whatever the dtype of X.
 
     Dense X is converted block by block (:func:`row_blocks`), so that no
-    float64 copy of the whole of X exists.
+    float64 copy of the whole of X exists; ``shift`` (dense X only) is a
+    float64 point, none by default.
     """
     if sp.issparse(X):
         squares = np.square(X.data, dtype=np.float64)
@@ -32,6 +33,8 @@ def _row_sq_norms(X):
     out = np.empty(X.shape[0])
     for rows in row_blocks(X.shape[0], X.shape[1]):
         block = np.asarray(X[rows], dtype=np.float64)
+        if shift is not None:
+            block -= shift
         np.einsum("ij,ij->i", block, block, out=out[rows])
     return out
 
