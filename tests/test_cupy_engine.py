@@ -138,6 +138,50 @@ def test_array_engine_matches_oracle(dtype, sparse, spec):
     assert_allclose(engine.row(5), oracle.row(5))
 
 
+def _device_engine(name):
+    if name == "array":
+        return ArrayEngine
+    from softkmeans._backends._cupy import CupyEngine
+
+    return CupyEngine
+
+
+@pytest.mark.parametrize("name", ["array", pytest.param("cupy", marks=[gpu, pytest.mark.gpu])])
+@pytest.mark.parametrize("spec", SPECS[:4], ids=lambda s: f"{s.kind}-{s.sigma}")
+def test_float32_data_far_from_the_origin_keep_their_precision(name, spec):
+    """Blobs of spread 0.1 around 100: ``||x||^2`` is 5e4, the distances about 0.05.
+
+    Uncentred, float32 cross terms would err by about 3e-3 on them, and the
+    responsibilities at sigma 0.05 by up to 0.6 (measured before the engine
+    centred such data), and float32 sums of the rows themselves would move
+    the centroids by 1e-5 to 3e-5 here (2e-4 in one block of 2000 rows).
+    Every output now keeps float32 precision relative to the spread.
+    """
+    rng = np.random.default_rng(7)
+    X = (100.0 + 0.1 * rng.normal(size=(2000, 5))).astype(np.float32)
+    centers = X[:4].astype(np.float64) + 0.01
+    w = rng.uniform(0.5, 2.0, X.shape[0])
+    engine, oracle = _device_engine(name)(X, w, block_elements=1000), NumpyEngine(X, w)
+    got, want = engine.estep(centers, spec), oracle.estep(centers, spec)
+    assert_array_equal(got.labels, want.labels)
+    assert_allclose(got.masses, want.masses, rtol=1e-5)
+    assert_allclose(got.sums / got.masses[:, None], want.sums / want.masses[:, None],
+                    rtol=0, atol=1e-6)
+    for field in ("objective", "inertia", "gap", "margins", "dmin"):
+        scale = float(np.max(np.abs(getattr(want, field))))
+        assert_allclose(getattr(got, field), getattr(want, field), rtol=0, atol=2e-5 * scale,
+                        err_msg=field)
+    distances = oracle.sq_distances(centers)
+    assert_allclose(_to_host(engine.sq_distances(centers)), distances, rtol=0,
+                    atol=2e-5 * distances.mean())
+    assert_allclose(_to_host(engine.responsibilities(centers, spec)),
+                    oracle.responsibilities(centers, spec), rtol=0, atol=1e-5)
+
+
+def _to_host(a):
+    return a.get() if hasattr(a, "get") else a
+
+
 def test_array_engine_keeps_the_dtype():
     X, centers, _ = _data(np.float32, False)
     engine = ArrayEngine(X)

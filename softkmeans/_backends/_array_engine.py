@@ -8,7 +8,8 @@ path and compares it with the numpy oracle), CuPy in
 not in what it computes:
 
 - it computes in the dtype of X (float32 stays float32) and sums the
-  statistics in float64;
+  statistics in float64; float32 data far from the origin are centred for
+  their distances (:func:`._centering.float32_shift`);
 - its row blocks are large (:data:`DEVICE_BLOCK_ELEMENTS`), so that kernel
   launches are few;
 - the update's ``R^T [w X, w]`` is one matrix product (a sparse one-hot matrix
@@ -29,6 +30,7 @@ import scipy.sparse
 
 from .._core.bounds import unit_roundoff
 from ._array_kernels import ArrayKernels
+from ._centering import float32_shift
 from ._chunks import row_blocks
 from ._namespace import is_cupy_array, to_numpy
 from ._session import PassSession
@@ -85,7 +87,11 @@ class ArrayEngine(PassSession):
         self._w = self._w64.astype(self.dtype)
         x_sq = self._row_sq_norms()
         self.x_sq = np.asarray(self._to_host(x_sq), dtype=np.float64)
-        self._x_sq = x_sq.astype(self.dtype)
+        shift = None if self._is_sparse else float32_shift(self._X)
+        self._shift = None if shift is None else self._to_device(shift)
+        if self._shift is not None:
+            x_sq = self._row_sq_norms(self._shift)
+        self._x_sq = x_sq.astype(self.dtype)  # of the points the distances are computed from
         self._Xw = self._weighted_X()
 
     @property
@@ -130,28 +136,45 @@ class ArrayEngine(PassSession):
         X = self._X
         return self.sparse.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
 
-    def _row_sq_norms(self):
+    def _row_sq_norms(self, shift=None):
+        """``||x_i - shift||^2`` in float64 (``shift``, a device float64 point: dense X only)."""
         xp = self.xp
         if self._is_sparse:
             data = self._X.data.astype(np.float64)
             return self._with_data(data * data) @ xp.ones(self._X.shape[1])
         X64 = self._X.astype(np.float64)
+        if shift is not None:
+            X64 -= shift
         return xp.sum(X64 * X64, axis=1)
 
     def _weighted_X(self):
-        """``w X`` (CSR), or ``[w X, w]`` (dense) so that one product gives sums and masses."""
+        """``w X`` (CSR), or ``[w (X - shift), w]`` (dense) so that one product gives sums and
+        masses; the sums of the shifted rows keep the precision of the data's spread, not of
+        their distance to the origin (:meth:`estep` adds ``masses * shift`` back)."""
         xp, X, w = self.xp, self._X, self._w
         if not self._is_sparse:
+            if self._shift is not None:
+                X = X - self._shift.astype(self.dtype)
             return xp.concatenate([X * w[:, None], w[:, None]], axis=1)
         row_of_entry = xp.searchsorted(X.indptr, xp.arange(X.nnz), side="right") - 1
         return self._with_data(X.data * w[row_of_entry])
 
     def _blocks(self, centers):
+        """Row blocks and their squared distances to ``centers``, in the dtype of X.
+
+        With a shift (:func:`._centering.float32_shift`) the distances are
+        those of the shifted block to the shifted centroids: the same
+        distances, without the cancellation of data far from the origin.
+        """
         C64 = self._to_device(np.asarray(centers, dtype=np.float64))
+        if self._shift is not None:
+            C64 = C64 - self._shift
+            shift = self._shift.astype(self.dtype)
         c_sq = self.xp.sum(C64 * C64, axis=1).astype(self.dtype)
         C = C64.astype(self.dtype)
         for rows in row_blocks(self.n_samples, C.shape[0], self.block_elements):
-            cross = self.xp.asarray(self._X[rows] @ C.T)
+            Xb = self._X[rows] if self._shift is None else self._X[rows] - shift
+            cross = self.xp.asarray(Xb @ C.T)
             yield rows, self.kernels.finish_distances(cross, self._x_sq[rows], c_sq)
 
     # --------------------------------------------------------------- passes
@@ -222,8 +245,11 @@ class ArrayEngine(PassSession):
             dmin[rows] = dm
         acc, totals = self._to_host(acc), self._to_host(totals)
         objective, inertia, gap = (float(v) for v in totals)
+        sums, masses = np.ascontiguousarray(acc[:, :d]), np.ascontiguousarray(acc[:, d])
+        if with_sums and self._shift is not None:
+            sums += masses[:, None] * self._to_host(self._shift)[None, :]
         return PassStats(
-            np.ascontiguousarray(acc[:, :d]), np.ascontiguousarray(acc[:, d]), objective,
+            sums, masses, objective,
             inertia, gap, self._to_host(labels),
             self._to_host(margins).astype(np.float64), self._to_host(dmin).astype(np.float64),
         )

@@ -12,7 +12,7 @@ Precision: float64 data gives the oracle's numbers to rounding. For float32
 data the cross term ``X C^T`` is a float32 GEMM (as in scikit-learn) and dense
 softmax weights use a float32 exp, so results agree with the oracle (which
 works in float64) to float32 precision; float32 data far from the origin
-are centered chunk by chunk for the cross term (:func:`_float32_shift`).
+are centered chunk by chunk for the cross term (:func:`._centering.float32_shift`).
 
 Compilation: with ``backend="auto"`` the kernels compile on a background
 thread while the passes run on the numpy engine (:mod:`._numba_warmup`).
@@ -38,6 +38,7 @@ import scipy.sparse as sp
 
 from .._core.bounds import UNIT_ROUNDOFF, unit_roundoff
 from .._core.responsibilities import RelaxationSpec
+from ._centering import float32_shift
 from ._chunks import row_blocks
 from ._numba_kernels import (
     OUT_DIST,
@@ -69,11 +70,6 @@ WORK_PER_THREAD = 1 << 22
 #: compilation (which they slow down) to gain anything: at 2e5 x 64 data and 50 centroids
 #: (6.4e8) a first fit took as long either way, at 1e6 x 64 and 100 centroids 13% longer.
 NUMPY_WORK_MAX = 1 << 28
-#: Dense float32 data whose mean lies farther from the origin than this many times their spread
-#: (squared lengths) pass through the kernels centered (see :func:`_float32_shift`).
-CENTERING_RATIO = 16.0
-#: Rows (evenly spaced) from which :func:`_float32_shift` estimates the mean and spread.
-CENTERING_SAMPLE = 4096
 #: float64 values between the accumulators of two threads: 128 bytes, two cache lines.
 ACCUMULATOR_GAP = 16
 _NO_OUT = np.empty((0, 0))
@@ -168,29 +164,6 @@ def _read_only(array):
     view = array.view()
     view.flags.writeable = False
     return view
-
-
-def _float32_shift(X):
-    """The point the kernels subtract from dense float32 ``X``, or None.
-
-    The kernels compute ``||c||^2 - 2 x.c`` in float32, whose rounding error is
-    about ``2^-24 ||x||^2``: data far from the origin against their spread
-    (raw pixel values, coordinates) would lose most of the digits of their
-    distances, as soft responsibilities at ``1 / (2 sigma^2)`` times them
-    would. Distances, responsibilities and margins do not change when the
-    data and the centroids move together, so for such data the kernels
-    subtract this shift from each chunk before its cross term (a chunk-sized
-    copy, no copy of X; the sums are of X itself) and take the centroids and
-    the row norms of the shifted points. Mean and spread are estimated on
-    :data:`CENTERING_SAMPLE` rows; the shift is their mean rounded to
-    float32, which any point near the data would serve as well.
-    """
-    if X.dtype != np.float32 or X.shape[0] == 0:
-        return None
-    sample = X[::max(1, X.shape[0] // CENTERING_SAMPLE)].astype(np.float64)
-    shift = sample.mean(axis=0).astype(np.float32).astype(np.float64)
-    spread = float(np.mean(np.einsum("ij,ij->i", sample - shift, sample - shift)))
-    return shift if shift @ shift > CENTERING_RATIO * spread else None
 
 
 def _lower_exponents(centers, candidates, labels, dmin):
@@ -457,7 +430,7 @@ class NumbaEngine(NumpyEngine):
         self._kernel_weights = (self.sample_weight if self._weight_scale == 1.0
                                 else _read_only(self.sample_weight / self._weight_scale))
         self.x_sq = self._sq_norms(X)
-        self._shift = None if sp.issparse(X) else _float32_shift(X)
+        self._shift = None if sp.issparse(X) else float32_shift(X)
         self._shifted_x_sq = None  # ||x_i - shift||^2, made by the kernels on their first pass
 
     def _sq_norms(self, X, shift=_NO_SHIFT):
