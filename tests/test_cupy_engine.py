@@ -182,6 +182,49 @@ def _to_host(a):
     return a.get() if hasattr(a, "get") else a
 
 
+@pytest.mark.parametrize("name", ["array", pytest.param("cupy", marks=[gpu, pytest.mark.gpu])])
+@pytest.mark.parametrize("kind", ["softmax", "entmax"])
+@pytest.mark.parametrize("sigma", [1e-150, 1e-30, 1e-3, 1e30, 1e150])
+def test_float32_blocks_at_extreme_temperatures(name, kind, sigma):
+    """Below ``2 sigma^2 = 2^-100`` and above ``2^100`` float32 blocks are solved in float64.
+
+    In float32, ``1 / (2 sigma^2)`` overflows at sigma 1e-30 and 1e-150 (NaN
+    responsibilities before) and the row gaps overflow at 1e150 (an infinite
+    objective). The oracle computes in float64.
+    """
+    X, centers, w = _data(np.float32, False, n=200, k=5)
+    spec = RelaxationSpec(kind, sigma, 1.5)
+    engine, oracle = _device_engine(name)(X, w), NumpyEngine(X, w)
+    with np.errstate(divide="raise", over="raise", invalid="raise"):
+        got = engine.estep(centers, spec)
+        resp = _to_host(engine.responsibilities(centers, spec))
+        log_norms = _to_host(engine.log_sum_exp(centers, sigma))
+    want = oracle.estep(centers, spec)
+    assert_allclose(resp, oracle.responsibilities(centers, spec), rtol=0, atol=1e-5)
+    assert_allclose(got.sums, want.sums, rtol=1e-5)
+    for field in ("objective", "gap"):
+        assert_allclose(getattr(got, field), getattr(want, field), rtol=1e-5,
+                        atol=1e-5 * want.inertia, err_msg=field)
+    assert log_norms.dtype == np.float64
+    tau = spec.tau  # in units of squared distance: float32 distances err by 1e-7 of ||x||^2
+    assert_allclose(log_norms * tau, oracle.log_sum_exp(centers, sigma) * tau, rtol=1e-5,
+                    atol=1e-6 * float(np.mean(engine.x_sq)))
+
+
+@pytest.mark.parametrize("name", ["array", pytest.param("cupy", marks=[gpu, pytest.mark.gpu])])
+@pytest.mark.parametrize("scale", [1e-300, 1e-45, 1e39, 1e300])
+def test_float32_products_take_the_weights_over_a_power_of_two(name, scale):
+    """Weights of 1e39 overflowed float32 (NaN centroids), of 1e-45 underflowed."""
+    X, centers, w = _data(np.float32, False, n=200, k=5)
+    spec = RelaxationSpec("softmax", 0.6)
+    with np.errstate(divide="raise", over="raise", invalid="raise"):
+        got = _device_engine(name)(X, w * scale).estep(centers, spec)
+    want = NumpyEngine(X, w * scale).estep(centers, spec)
+    assert_allclose(got.masses, want.masses, rtol=1e-5)
+    assert_allclose(got.sums, want.sums, rtol=1e-5, atol=1e-5 * np.abs(want.sums).max())
+    assert_allclose(got.objective, want.objective, rtol=1e-5)
+
+
 def test_array_engine_keeps_the_dtype():
     X, centers, _ = _data(np.float32, False)
     engine = ArrayEngine(X)

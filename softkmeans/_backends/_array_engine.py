@@ -9,7 +9,7 @@ not in what it computes:
 
 - it computes in the dtype of X (float32 stays float32) and sums the
   statistics in float64; float32 data far from the origin are centred for
-  their distances (:func:`._centering.float32_shift`);
+  their distances (:func:`._conditioning.float32_shift`);
 - its row blocks are large (:data:`DEVICE_BLOCK_ELEMENTS`), so that kernel
   launches are few;
 - the update's ``R^T [w X, w]`` is one matrix product (a sparse one-hot matrix
@@ -29,17 +29,22 @@ import numpy as np
 import scipy.sparse
 
 from .._core.bounds import unit_roundoff
+from .._core.responsibilities import RelaxationSpec
 from ._array_kernels import ArrayKernels
-from ._centering import float32_shift
 from ._chunks import row_blocks
+from ._conditioning import float32_shift, power_of_two_scale
 from ._namespace import is_cupy_array, to_numpy
 from ._session import PassSession
 from ._stats import PassStats
 
-__all__ = ["ArrayEngine", "DEVICE_BLOCK_ELEMENTS"]
+__all__ = ["ArrayEngine", "DEVICE_BLOCK_ELEMENTS", "FLOAT32_TAU_RANGE"]
 
 #: Entries of one (rows x n_clusters) block on a device: 2^27 (512 MiB in float32).
 DEVICE_BLOCK_ELEMENTS = 1 << 27
+#: ``2 sigma^2`` for which float32 blocks are computed in float32; outside, in float64. Beyond
+#: it ``1 / (2 sigma^2)`` (tiny sigma) or the row gaps ``2 sigma^2 log(1 + S)`` (huge sigma)
+#: leave float32's range, and gave NaN or inf.
+FLOAT32_TAU_RANGE = (2.0**-100, 2.0**100)
 
 
 class ArrayEngine(PassSession):
@@ -84,7 +89,9 @@ class ArrayEngine(PassSession):
         self._is_sparse = self.sparse.issparse(self._X)
         self.dtype = np.dtype(X.dtype)
         self._w64 = self._to_device(self.sample_weight)
-        self._w = self._w64.astype(self.dtype)
+        # the products' weights, over a power of two; sums and masses are scaled back
+        self._weight_scale = power_of_two_scale(self.sample_weight)
+        self._w = (self._w64 / self._weight_scale).astype(self.dtype)
         x_sq = self._row_sq_norms()
         self.x_sq = np.asarray(self._to_host(x_sq), dtype=np.float64)
         shift = None if self._is_sparse else float32_shift(self._X)
@@ -162,7 +169,7 @@ class ArrayEngine(PassSession):
     def _blocks(self, centers):
         """Row blocks and their squared distances to ``centers``, in the dtype of X.
 
-        With a shift (:func:`._centering.float32_shift`) the distances are
+        With a shift (:func:`._conditioning.float32_shift`) the distances are
         those of the shifted block to the shifted centroids: the same
         distances, without the cancellation of data far from the origin.
         """
@@ -177,10 +184,19 @@ class ArrayEngine(PassSession):
             cross = self.xp.asarray(Xb @ C.T)
             yield rows, self.kernels.finish_distances(cross, self._x_sq[rows], c_sq)
 
+    def _in_range(self, D, spec):
+        """The block ``D``, in float64 where the temperature is out of float32's range."""
+        if D.dtype == np.float32 and spec.kind != "hard":
+            low, high = FLOAT32_TAU_RANGE
+            if not low <= spec.tau <= high:
+                return D.astype(np.float64)
+        return D
+
     # --------------------------------------------------------------- passes
     def _assign(self, D, spec):
         """labels, dmin, margins, responsibilities (None when hard) and row gaps of a block."""
         kernels = self.kernels
+        D = self._in_range(D, spec)
         labels, dmin, margins = kernels.nearest_two(D)
         if spec.kind == "hard":
             return labels, dmin, margins, None, self.xp.zeros_like(dmin)
@@ -243,7 +259,7 @@ class ArrayEngine(PassSession):
             labels[rows] = lab
             margins[rows] = mg
             dmin[rows] = dm
-        acc, totals = self._to_host(acc), self._to_host(totals)
+        acc, totals = self._to_host(acc) * self._weight_scale, self._to_host(totals)
         objective, inertia, gap = (float(v) for v in totals)
         sums, masses = np.ascontiguousarray(acc[:, :d]), np.ascontiguousarray(acc[:, d])
         if with_sums and self._shift is not None:
@@ -279,13 +295,15 @@ class ArrayEngine(PassSession):
         return np.asarray(self._to_host(out), dtype=np.float64)
 
     def log_sum_exp(self, centers, sigma):
-        """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
-        tau = 2.0 * float(sigma) ** 2
-        out = self.xp.empty(self.n_samples, dtype=self.dtype)
+        """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation, in float64."""
+        spec = RelaxationSpec("softmax", sigma)
+        xp, tau = self.xp, spec.tau
+        out = xp.empty(self.n_samples)
         for rows, D in self._blocks(centers):
+            D = self._in_range(D, spec)
             labels, dmin, _ = self.kernels.nearest_two(D)
             others = self.kernels.softmax_others(D, labels, dmin, tau)
-            out[rows] = -dmin / tau + self.xp.log1p(others)
+            out[rows] = -dmin.astype(np.float64) / tau + xp.log1p(others.astype(np.float64))
         return self._output(out)
 
 

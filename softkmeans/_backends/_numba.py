@@ -12,7 +12,7 @@ Precision: float64 data gives the oracle's numbers to rounding. For float32
 data the cross term ``X C^T`` is a float32 GEMM (as in scikit-learn) and dense
 softmax weights use a float32 exp, so results agree with the oracle (which
 works in float64) to float32 precision; float32 data far from the origin
-are centered chunk by chunk for the cross term (:func:`._centering.float32_shift`).
+are centered chunk by chunk for the cross term (:func:`._conditioning.float32_shift`).
 
 Compilation: with ``backend="auto"`` the kernels compile on a background
 thread while the passes run on the numpy engine (:mod:`._numba_warmup`).
@@ -38,8 +38,8 @@ import scipy.sparse as sp
 
 from .._core.bounds import UNIT_ROUNDOFF, unit_roundoff
 from .._core.responsibilities import RelaxationSpec
-from ._centering import float32_shift
 from ._chunks import row_blocks
+from ._conditioning import float32_shift, power_of_two_scale
 from ._numba_kernels import (
     OUT_DIST,
     OUT_FARTHEST,
@@ -421,11 +421,9 @@ class NumbaEngine(NumpyEngine):
             np.ones(X.shape[0]) if sample_weight is None
             else np.asarray(sample_weight, dtype=np.float64)
         )
-        # The kernels take the weights over a power of two (exact) that brings the largest into
-        # [1, 2), and the sums are scaled back: dense softmax chunks multiply weights into
-        # float32 products, which tiny or huge weights would underflow or overflow.
-        largest = float(self.sample_weight.max(initial=0.0))
-        self._weight_scale = 2.0 ** (np.frexp(largest)[1] - 1) if largest > 0 else 1.0
+        # Dense softmax chunks multiply the weights into float32 products: the kernels take them
+        # over a power of two, and the sums are scaled back.
+        self._weight_scale = power_of_two_scale(self.sample_weight)
         self._total_weight = float(self.sample_weight.sum())
         self._kernel_weights = (self.sample_weight if self._weight_scale == 1.0
                                 else _read_only(self.sample_weight / self._weight_scale))
