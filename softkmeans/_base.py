@@ -8,6 +8,7 @@ temperature once the data and the first starting centroids are known) and
 and :mod:`softkmeans._backends`.
 """
 
+import sys
 import warnings
 from abc import abstractmethod
 from numbers import Integral, Real
@@ -28,7 +29,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
-from ._core.temperature import auto_sigma, lambda_max
+from ._core.temperature import auto_sigma, exact_zero_distances, lambda_max
 from ._validation import N_THREADS_CONSTRAINT, canonical_csr
 from .diagnostics import fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
@@ -36,6 +37,18 @@ from .exceptions import CriticalTemperatureWarning
 __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
 
 _HARD = RelaxationSpec("hard")
+
+
+def _warn(message, category):
+    """``warnings.warn`` attributed to the first caller outside softkmeans (the user's line).
+
+    A fixed ``stacklevel`` would point into the package wherever a subclass
+    adds a frame between ``fit`` and the warning.
+    """
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("softkmeans."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
@@ -125,8 +138,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self._n_init = 1
         if self.n_init != "auto":
             self._n_init = self.n_init
-        elif isinstance(self.init, str) and self.init == "random":
-            self._n_init = 10
+        elif callable(self.init) or (isinstance(self.init, str) and self.init == "random"):
+            self._n_init = 10  # as scikit-learn's KMeans
         if _is_array_init(self.init):
             init = check_array(self.init, dtype=[np.float64, np.float32], copy=True)
             if init.shape != (self.n_clusters, X.shape[1]):
@@ -135,10 +148,10 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                     f"({self.n_clusters}, {X.shape[1]})."
                 )
             if self._n_init != 1:
-                warnings.warn(
+                _warn(
                     f"Explicit initial centroids passed: performing one initialization in "
                     f"{type(self).__name__} instead of n_init={self._n_init}.",
-                    RuntimeWarning, stacklevel=3,
+                    RuntimeWarning,
                 )
             self._n_init = 1
             self._init_array = init.astype(np.float64)
@@ -340,10 +353,12 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     def score(self, X, y=None, sample_weight=None):
         """Mean log-density of X under the model (see :meth:`score_samples`).
 
-        Unlike ``-F_sigma`` on the training data, which grows monotonically as
-        sigma shrinks, this held-out log-likelihood peaks where ``sigma`` matches
-        the spread of the clusters, so ``GridSearchCV`` over ``sigma`` selects the
-        temperature at which the soft assignments describe the data best.
+        Unlike ``-F_sigma`` on the training data, which grows monotonically with
+        sigma (its derivative in ``2 sigma^2`` is the total entropy of the
+        responsibilities), this held-out log-likelihood peaks where ``sigma``
+        matches the spread of the clusters, so ``GridSearchCV`` over ``sigma``
+        selects the temperature at which the soft assignments describe the data
+        best.
 
         Parameters
         ----------
@@ -358,7 +373,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         values = to_numpy(self.score_samples(X))
         weights = _check_sample_weight(sample_weight, values[:, None], dtype=np.float64,
                                        ensure_non_negative=True)
-        return float(np.average(values, weights=weights))
+        # relative weights (validation refused all zeros): huge ones would overflow their sum
+        return float(np.average(values, weights=weights / weights.max()))
 
 
 def _warn_if_clusters_merged(labels, n_clusters):
@@ -370,12 +386,12 @@ def _warn_if_clusters_merged(labels, n_clusters):
     """
     found = np.unique(labels).size
     if found < n_clusters:
-        warnings.warn(
+        _warn(
             f"Number of distinct clusters ({found}) found smaller than n_clusters "
             f"({n_clusters}): some centroids are the nearest to no observation (duplicate "
             "points in X, centroids merged at a high temperature, or an empty cluster kept "
             "in place).",
-            ConvergenceWarning, stacklevel=3,
+            ConvergenceWarning,
         )
 
 
@@ -411,7 +427,9 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         lam = lambda_max(engine.X, engine.sample_weight)
         self._critical_sigma = float(np.sqrt(lam))
         if self.sigma == "auto":
-            dmin = engine.estep(first_centers, _HARD, with_sums=False).dmin
+            start = engine.estep(first_centers, _HARD, with_sums=False)
+            dmin = exact_zero_distances(engine.X, first_centers, start.labels, start.dmin,
+                                        engine.x_sq, engine.unit_roundoff)
             sigma = auto_sigma(dmin, engine.sample_weight, fallback_scale=lam)
         else:
             sigma = float(self.sigma)
@@ -420,10 +438,10 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         collapse_matters = (self._resolved_spec.kind == "softmax" and self.n_clusters > 1
                             and self._critical_sigma > 0)
         if collapse_matters and sigma > self._critical_sigma:
-            warnings.warn(
+            _warn(
                 f"sigma={sigma:.4g} is above the critical temperature sqrt(lambda_max)="
                 f"{self._critical_sigma:.4g} of the data: all centroids may collapse to the "
                 "data mean (Prop. 9). Use a smaller sigma.",
-                CriticalTemperatureWarning, stacklevel=3,
+                CriticalTemperatureWarning,
             )
 

@@ -41,7 +41,8 @@ class SoftKMeans(FixedTemperatureKMeans):
         callable ``init(X, n_clusters, random_state)``, or an array.
     n_init : "auto" or int, default="auto"
         Number of starts; the run with the lowest ``F_sigma`` is kept. ``"auto"``
-        is 1 for "k-means++" and an array, 10 for "random".
+        is 1 for "k-means++" and an array, 10 for "random" and a callable (as in
+        scikit-learn's ``KMeans``).
     max_iter : int, default=300
         Cap on the number of updates of one run.
     tol : float, default=1e-6

@@ -322,6 +322,33 @@ def test_every_output_is_finite_at_the_ends_of_the_temperature_range(Estimator, 
         np.testing.assert_allclose(model.objective_, model.inertia_, rtol=1e-12)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("offset", [0.0, 1000.0])
+def test_sigma_auto_falls_back_when_every_point_is_a_starting_centroid(backend, dtype, offset):
+    """With as many clusters as distinct points every distance to the start is 0, which the
+    engines' ``||x||^2 - 2 x.mu + ||mu||^2`` left as rounding noise: sigma was 3e-9 to 6e-5
+    (by engine and dtype) instead of the documented ``sqrt(0.1 lambda_max)``."""
+    rng = np.random.default_rng(0)
+    points = (rng.normal(size=(5, 3)) + offset).astype(dtype)
+    lam = np.linalg.eigvalsh(np.cov(points.T.astype(np.float64), bias=True))[-1]
+    for X in (points, np.repeat(points, 3, axis=0), sp.csr_matrix(np.repeat(points, 2, axis=0))):
+        model = SoftKMeans(5, random_state=0, backend=backend).fit(X)
+        assert model.sigma_ == pytest.approx(np.sqrt(0.1 * lam), rel=1e-6)
+    same = np.repeat(points[:1], 6, axis=0)  # a zero covariance: the fallback is 1
+    with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(1\)"):
+        model = SoftKMeans(3, random_state=0, backend=backend).fit(same)
+    assert model.sigma_ == pytest.approx(np.sqrt(0.1))
+
+
+def test_score_takes_the_weights_relative_to_the_largest(blobs):
+    """Uniform weights of 1e306 (which fit accepts) overflowed their sum: score was -inf."""
+    X = blobs[0]
+    model = SoftKMeans(3, sigma=0.5, random_state=0).fit(X)
+    for weights in (np.full(len(X), 1e306), np.full(len(X), 1e-320)):
+        assert model.score(X, sample_weight=weights) == pytest.approx(model.score(X), rel=1e-12)
+
+
 def test_sigma_auto_stays_in_the_temperature_range():
     weights = np.ones(2)
     assert auto_sigma(np.array([1e-320, 0.0]), weights) == SIGMA_MIN

@@ -148,7 +148,20 @@ def test_all_zero_data_is_not_too_small():
     np.testing.assert_array_equal(model.predict(zeros), model.labels_)
 
 
-def test_array_init_with_several_inits_warns_and_runs_once():
-    with pytest.warns(RuntimeWarning, match="instead of n_init=4"):
-        model = SoftKMeans(3, init=X[:3], n_init=4).fit(X)
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans, AnnealedKMeans])
+def test_array_init_with_several_inits_warns_at_the_callers_line_and_runs_once(Estimator):
+    with pytest.warns(RuntimeWarning, match="instead of n_init=4") as caught:
+        model = Estimator(3, init=X[:3], n_init=4).fit(X)
     assert model.n_iter_ >= 1
+    assert caught[0].filename == __file__  # AnnealedKMeans pointed into softkmeans/_base.py
+
+
+def test_n_init_auto_is_ten_for_a_callable_init_as_in_scikit_learn():
+    calls = []
+
+    def first_rows(X, n_clusters, random_state):
+        calls.append(1)
+        return X[random_state.choice(len(X), n_clusters, replace=False)]
+
+    SoftKMeans(3, init=first_rows, random_state=0).fit(X)
+    assert len(calls) == 10

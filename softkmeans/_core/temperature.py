@@ -6,7 +6,8 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 
-__all__ = ["AUTO_SIGMA_FRACTION", "auto_sigma", "lambda_max", "paper_schedule", "weighted_mean"]
+__all__ = ["AUTO_SIGMA_FRACTION", "auto_sigma", "exact_zero_distances", "lambda_max",
+           "paper_schedule", "weighted_mean"]
 
 #: ``sigma^2 = AUTO_SIGMA_FRACTION * mean_i min_j ||x_i - mu_j||^2`` (Sec. 8.3 of the paper).
 AUTO_SIGMA_FRACTION = 0.1
@@ -16,6 +17,10 @@ _DENSE_EIG_MAX_FEATURES = 512
 
 #: Entries of one float64 block of rows when means and covariances are accumulated.
 _COVARIANCE_BLOCK_ELEMENTS = 1 << 20
+
+#: A squared distance within this many unit roundoffs of ``||x||^2 + ||mu||^2`` may be a 0
+#: that the engine's ``||x||^2 - 2 x.mu + ||mu||^2`` left as rounding noise.
+_ZERO_DISTANCE_ROUNDOFFS = 16
 
 
 def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
@@ -48,6 +53,47 @@ def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
     if not mean_sq > 0.0:
         mean_sq = fallback_scale if fallback_scale > 0 else 1.0
     return float(np.clip(np.sqrt(AUTO_SIGMA_FRACTION * mean_sq), SIGMA_MIN, SIGMA_MAX))
+
+
+def exact_zero_distances(X, centers, labels, dmin, x_sq, unit_roundoff):
+    """``dmin`` with exact zeros where an observation equals its nearest centroid.
+
+    Engines compute squared distances as ``||x||^2 - 2 x.mu + ||mu||^2``, which
+    leaves rounding noise of about ``unit_roundoff (||x||^2 + ||mu||^2)`` where
+    the distance is 0: the starting centroids drawn from the observations sit
+    on some of them. The :func:`auto_sigma` rule needs those zeros exact (with
+    as many clusters as distinct points, the noise alone would set sigma). Only
+    the rows whose distance lies within the noise are compared with their
+    centroid.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+    centers : ndarray of shape (n_clusters, n_features)
+    labels, dmin : ndarray of shape (n_samples,)
+        Nearest centroid and squared distance to it of each observation.
+    x_sq : ndarray of shape (n_samples,)
+        Squared norms of the observations.
+    unit_roundoff : float
+        Of the arithmetic that computed ``dmin``.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+    """
+    centers = np.asarray(centers, dtype=np.float64)
+    c_sq = np.einsum("ij,ij->i", centers, centers)
+    noise = _ZERO_DISTANCE_ROUNDOFFS * unit_roundoff * (x_sq + c_sq[labels])
+    suspects = np.flatnonzero((dmin <= noise) & (dmin > 0))
+    out = np.array(dmin, dtype=np.float64)
+    step = max(1, _COVARIANCE_BLOCK_ELEMENTS // max(1, X.shape[1]))
+    for start in range(0, suspects.size, step):
+        rows = suspects[start:start + step]
+        block = X[rows]
+        block = block.toarray() if sp.issparse(block) else np.asarray(block, dtype=np.float64)
+        on_centroid = np.all(block == centers[labels[rows]], axis=1)
+        out[rows[on_centroid]] = 0.0
+    return out
 
 
 def lambda_max(X, sample_weight=None):
@@ -96,20 +142,26 @@ def lambda_max(X, sample_weight=None):
 def weighted_mean(X, weights):
     """``sum_i w_i x_i / sum_i w_i`` in float64, without a float64 copy of X.
 
+    The sum is of the rows less the first one with a positive weight, added
+    back at the end: data far from the origin keep the digits of their spread,
+    and equal rows have exactly their value as mean (a zero covariance).
+
     Parameters
     ----------
     X : ndarray or sparse matrix of shape (n_samples, n_features)
     weights : ndarray of shape (n_samples,)
+        Non-negative, with a positive sum.
 
     Returns
     -------
     ndarray of shape (n_features,)
     """
     w = np.asarray(weights, dtype=np.float64)
+    pivot = next(_float64_blocks(X[[int(np.argmax(w > 0))]]))[1][0]
     total = np.zeros(X.shape[1])
     for rows, block in _float64_blocks(X):
-        total += w[rows] @ block
-    return total / w.sum()
+        total += w[rows] @ (block - pivot)
+    return pivot + total / w.sum()
 
 
 def _float64_blocks(X):
