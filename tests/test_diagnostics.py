@@ -143,6 +143,20 @@ def test_fixed_point_constants_and_sigma_star(data):
     assert path["delta"] == c["delta"] and path["R"] >= c["R"]
 
 
+def test_the_fixed_point_hypothesis_holds_at_sigma_star_itself():
+    """``sigma_star`` is the largest sigma with ``eps <= r*``: an ulp above the exact
+    threshold, the computed ``eps`` exceeded ``r*`` in about half of these draws."""
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        delta, R, rho = rng.uniform(0.01, 10.0), rng.uniform(0.1, 10.0), rng.uniform(0.01, 0.5)
+        k = int(rng.integers(2, 50))
+        star = bounds.fixed_point_constants(delta, R, rho, k, 1.0)["sigma_star"]
+        at = bounds.fixed_point_constants(delta, R, rho, k, star)
+        assert at["hypothesis"], (delta, R, rho, k, star, at)
+        above = bounds.fixed_point_constants(delta, R, rho, k, star * (1 + 1e-9))
+        assert not above["hypothesis"]
+
+
 def test_certificate_object(data):
     X, centers, w = data
     cert = certify(X, centers, 0.8, sample_weight=w, **NP)

@@ -197,12 +197,12 @@ def fixed_point_constants(margin_min, R, rho, n_clusters, sigma):
         largest sigma with ``eps <= r*``) and ``hypothesis`` (``eps <= r*``).
     """
     r_star = _r_star(margin_min, R)
-    q_prime = (n_clusters - 1) * math.exp(-margin_min / (4.0 * sigma**2))
+    q_prime = _q_prime(margin_min, n_clusters, sigma)
     factor = _geometric(q_prime)
+    eps = _eps(margin_min, R, rho, n_clusters, sigma)
     if rho <= 0:
-        eps = big_l = math.inf
-    else:  # a factor of 0 (q' underflows) makes both 0, also where rho sigma^2 underflows
-        eps = _product_over(R * factor, rho)
+        big_l = math.inf
+    else:  # a factor of 0 (q' underflows) makes it 0, also where rho sigma^2 underflows
         big_l = _product_over(n_clusters * (R + r_star) ** 2 * factor, rho * sigma**2)
     return {
         "r_star": r_star,
@@ -212,6 +212,18 @@ def fixed_point_constants(margin_min, R, rho, n_clusters, sigma):
         "sigma_star": _sigma_star(margin_min, R, rho, n_clusters, r_star),
         "hypothesis": bool(eps <= r_star),
     }
+
+
+def _q_prime(margin_min, n_clusters, sigma):
+    """``q' = (k - 1) exp(-Delta / (4 sigma^2))``."""
+    return (n_clusters - 1) * math.exp(-margin_min / (4.0 * sigma**2))
+
+
+def _eps(margin_min, R, rho, n_clusters, sigma):
+    """``eps = (R / rho) q' / (1 - q')`` (0 when ``q'`` underflows, inf when ``rho = 0``)."""
+    if rho <= 0:
+        return math.inf
+    return _product_over(R * _geometric(_q_prime(margin_min, n_clusters, sigma)), rho)
 
 
 def _product_over(numerator, denominator):
@@ -239,7 +251,10 @@ def _sigma_star(delta, R, rho, n_clusters, r_star):
 
     ``eps(sigma) <= r*`` is ``q' <= a / (1 + a)``; it holds at every sigma when
     the logarithm is not positive (one cluster, or ``R = 0`` with k = 2) and at
-    none when ``delta = 0`` or a cluster is empty.
+    none when ``delta = 0`` or a cluster is empty. Rounded down where
+    ``eps``, computed as :func:`fixed_point_constants` computes it, would
+    exceed ``r*`` an ulp above the threshold, so that the hypothesis holds at
+    the returned sigma.
     """
     if n_clusters == 1:
         return math.inf
@@ -251,7 +266,12 @@ def _sigma_star(delta, R, rho, n_clusters, r_star):
         log_arg += float(np.logaddexp(0.0, -log_a))
     if log_arg <= 0:
         return math.inf
-    return math.sqrt(delta / (4.0 * log_arg))
+    sigma = math.sqrt(delta / (4.0 * log_arg))
+    for _ in range(_ROUNDING_STEPS):
+        if _eps(delta, R, rho, n_clusters, sigma) <= r_star:
+            break
+        sigma = math.nextafter(sigma, 0.0)
+    return sigma
 
 
 # ------------------------------------------------------------- tolerances
