@@ -1,3 +1,5 @@
+import sys
+
 import numpy as np
 import pytest
 
@@ -130,6 +132,17 @@ def test_main_cli(tmp_path, capsys):
     assert status == 0
     assert (tmp_path / "report.md").exists()
     assert "Report written" in capsys.readouterr().out
+
+
+def test_without_matplotlib_the_report_is_written_without_figures(tmp_path, monkeypatch):
+    """The run used to end in ModuleNotFoundError after every experiment, writing nothing."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    config = Config.quick(n_init=1, datasets=("separation_8",))
+    with pytest.warns(UserWarning, match="matplotlib is not installed"):
+        path = run(out=tmp_path, config=config, families=("values",), progress=False)
+    assert "## 7.5" in path.read_text()
+    assert (tmp_path / "records" / "values.csv").exists()
+    assert not list(tmp_path.glob("*.png"))
 
 
 def test_unknown_family(tmp_path):

@@ -15,8 +15,10 @@ All methods of a dataset start from the same M k-means++ initializations.
 """
 
 import argparse
+import importlib.util
 import tempfile
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,6 +64,10 @@ def run(quick=False, out="softkmeans-reproduction", *, config=None, families=FAM
         progress=True, backend="numpy"):
     """Run the reproduction and write ``report.md``, figures and records to ``out``.
 
+    The figures need matplotlib (``pip install "softkmeans[plot]"``); without
+    it the report and the records are written without them, and a warning
+    says so.
+
     Parameters
     ----------
     quick : bool, default=False
@@ -97,14 +103,19 @@ def run(quick=False, out="softkmeans-reproduction", *, config=None, families=FAM
         config = Config.quick() if quick else Config.full()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    draw = importlib.util.find_spec("matplotlib") is not None
+    if not draw:  # said before the run, which may take half an hour
+        warnings.warn("matplotlib is not installed: the report will be written without its "
+                      'figures (pip install "softkmeans[plot]" to draw them).', stacklevel=2)
     start = time.perf_counter()
     contexts = [prepare(name, config, backend) for name in config.datasets]
     results, data = _run_families(contexts, config, families, progress)
+    write_records(results, out)
     for result in results:
         result.figures = []
-    for section, names in plot_all(out, data).items():
-        next(r for r in results if r.section == section).figures += names
-    write_records(results, out)
+    if draw:
+        for section, names in plot_all(out, data).items():
+            next(r for r in results if r.section == section).figures += names
     mode = "quick" if quick else "full"
     return write_report(results, out, config, time.perf_counter() - start, mode)
 
