@@ -137,6 +137,27 @@ def test_a_forked_child_runs_numpy_passes_instead_of_waiting(monkeypatch):
     assert not kernels.orphaned  # only in the child
 
 
+def _ask_for_another_kind_in_forked_child():
+    other = warmup(("test-fork-other-kind", os.getpid()), lambda: None)
+    assert other.orphaned and not other.wait_unless_compiling(timeout=60)
+    assert threading.active_count() == 1  # no thread waits there for numba's compiler lock
+
+
+def test_a_child_forked_while_kernels_compile_orphans_every_other_kind():
+    """A child asking for the kernels of another input kind started a thread there that
+    waited forever for numba's compiler lock, and the child never exited."""
+    release = threading.Event()
+    warmup(("test-fork-compiling", os.getpid()), lambda: release.wait(60))
+    child = multiprocessing.get_context("fork").Process(
+        target=_ask_for_another_kind_in_forked_child)
+    child.start()
+    child.join(60)
+    release.set()
+    if child.exitcode is None:
+        child.kill()
+    assert child.exitcode == 0
+
+
 def test_input_kind_names_layout_and_dtypes():
     X = np.zeros((3, 2), dtype=np.float32)
     assert input_kind(X) == ("dense", "float32")

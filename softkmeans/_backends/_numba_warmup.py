@@ -24,9 +24,10 @@ numba's cache and the next process finds them, and so that no compilation is
 cut short inside LLVM while the interpreter shuts down.
 
 A child made by ``os.fork`` while kernels compile does not have the thread:
-they are ``orphaned`` there, and the child's automatic engine runs all its
-passes on the numpy engine rather than call numba, whose compiler lock the
-missing thread may hold (a compilation in the child, ``backend="numba"``
+they are ``orphaned`` there, as are the kernels of every other input kind the
+child asks for, and the child's automatic engine runs all its passes on the
+numpy engine rather than call numba, whose compiler lock the missing thread
+may hold (a compilation in the child, ``backend="numba"``
 included, would wait for it forever: the general hazard of forking a process
 that runs threads).
 """
@@ -44,12 +45,16 @@ CACHE_LOAD_WAIT = 3.0
 
 _warmups = {}
 _warmups_lock = threading.Lock()
+#: In a child forked while kernels of some input kind compiled: numba's compiler lock may be
+#: held by the missing thread, so the kernels of every other kind are orphaned there too.
+_forked_while_compiling = False
 
 
 def _after_fork_in_child():
-    global _warmups_lock
+    global _warmups_lock, _forked_while_compiling
     _warmups_lock = threading.Lock()  # another thread of the parent may have held it
     for found in _warmups.values():
+        _forked_while_compiling |= not found.ready.is_set()
         found.orphan()
 
 
@@ -135,6 +140,26 @@ class KernelWarmup:
             self._decided.set()
 
 
+class _Orphaned:
+    """Kernels that never become ready: asked for in a child forked while others compiled.
+
+    A thread started there to build them would wait forever for numba's
+    compiler lock, which the parent's missing thread may hold.
+    """
+
+    orphaned = True
+    error = None
+
+    def __init__(self):
+        self.ready = threading.Event()
+
+    def wait_unless_compiling(self, timeout=None):
+        return False
+
+    def orphan(self):
+        pass
+
+
 class _Ready:
     """Kernels that a pass calls at once, compiling them itself if need be."""
 
@@ -163,6 +188,8 @@ def warmup(key, build):
     """
     with _warmups_lock:
         found = _warmups.get(key)
-        if found is None:
+        if found is None and _forked_while_compiling:
+            found = _warmups[key] = _Orphaned()
+        elif found is None:
             found = _warmups[key] = KernelWarmup("-".join(map(str, key)), build)
         return found
