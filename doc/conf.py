@@ -30,9 +30,12 @@ if os.environ.get("SOFTKMEANS_DOCS_INTERSPHINX") == "1":
 autosummary_generate = True
 autodoc_default_options = {
     "members": True,
-    # scikit-learn's generated metadata-routing methods cite labels of its own docs
+    # the estimators' methods (fit, predict, ...) are those of their base class
+    "inherited-members": "BaseEstimator",
+    # scikit-learn's generated metadata-routing methods and its set_output cite labels of its
+    # own docs (set_output is described on the estimators page)
     "exclude-members": "set_fit_request,set_score_request,set_predict_request,"
-                       "set_transform_request,get_metadata_routing",
+                       "set_transform_request,get_metadata_routing,set_output",
 }
 numpydoc_show_inherited_class_members = False
 numpydoc_show_class_members = False

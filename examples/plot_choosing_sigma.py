@@ -5,8 +5,9 @@ Choosing sigma with GridSearchCV
 ``SoftKMeans.score`` is the mean log-density of held-out data under the
 equal-weight isotropic Gaussian mixture whose means are the centroids and whose
 variance is ``sigma^2``. Unlike the training objective ``-F_sigma``, which grows
-as sigma shrinks, this cross-validated score peaks where sigma matches the spread
-of the clusters, so a grid search over ``sigma`` is meaningful. The blobs below
+with sigma (a search over it would pick the largest), this cross-validated score
+peaks where sigma matches the spread of the clusters, so a grid search over
+``sigma`` is meaningful. The blobs below
 have a standard deviation of 0.5.
 """
 

@@ -58,8 +58,12 @@ class AnnealedKMeans(BaseSoftKMeans):
         The polished centroids (a K-Means fixed point).
     labels_, inertia_, margins_, margin_min_, identification_sigma_, critical_sigma_, \
 beta_, gap_, bounds_, n_features_in_, feature_names_in_
-        As in :class:`SoftKMeans`, at the last temperature (``n_unidentified_``
-        too with ``method="entmax"``).
+        As in :class:`SoftKMeans`, at the last temperature; with ``method="entmax"``,
+        ``identification_sigma_`` and ``n_unidentified_`` as in :class:`EntmaxKMeans`
+        (for its ``alpha``).
+    path_ : list of dict
+        The recorded trajectories, one per temperature and one for the polish
+        (only with ``record_path``).
     objective_ : float
         The relaxed objective at ``cluster_centers_`` and the last temperature.
     sigma_ : float

@@ -39,9 +39,11 @@ class EntmaxKMeans(FixedTemperatureKMeans):
     Attributes
     ----------
     cluster_centers_, labels_, inertia_, sigma_, n_iter_, converged_, margins_, \
-margin_min_, identification_sigma_, critical_sigma_, beta_, gap_, bounds_, \
-n_features_in_, feature_names_in_, path_
+margin_min_, critical_sigma_, beta_, gap_, bounds_, n_features_in_, feature_names_in_, path_
         As in :class:`SoftKMeans`.
+    identification_sigma_ : float
+        ``sqrt((alpha - 1) margin_min_ / 2)``: the temperature below which the
+        entmax-alpha assignments at ``cluster_centers_`` are exactly hard.
     n_unidentified_ : float
         Number of training samples whose margin is below ``2 sigma^2 / (alpha - 1)``,
         i.e. whose responsibilities are not one-hot; with ``sample_weight``, their

@@ -49,7 +49,6 @@ __all__ = [
     "centroid_map_bound",
     "certify",
     "critical_sigma",
-    "fitted_diagnostics",
     "fixed_point_constants",
     "identification_sigma",
     "margins",
@@ -687,7 +686,7 @@ def certify(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto",
 
 # ------------------------------------------------------------ estimators
 def fitted_diagnostics(engine, run, critical=None):
-    """The diagnostic attributes of a fitted estimator, from its final run.
+    """The diagnostic attributes of a fitted estimator, from its final run (for the estimators).
 
     Parameters
     ----------
