@@ -55,7 +55,7 @@ from ._numba_kernels import (
 )
 from ._numba_rows import KINDS
 from ._numba_warmup import READY, warmup
-from ._numpy import NumpyEngine, _row_sq_norms
+from ._numpy import NumpyEngine, _row_sq_norms, first_equal_rows
 from ._stats import PassStats
 
 __all__ = ["NUMPY_WORK_MAX", "NumbaEngine", "blocked_products", "compile_kernels",
@@ -78,8 +78,6 @@ _NO_SHIFT = np.empty(0)
 #: weights summed without the skip rule (``NumbaEngine._sum_exactly``). The skipped weights,
 #: below ``exp(-37)`` of each row's weight, are below 1e-10 of any other centroid's mass.
 LIGHT_MASS = 1e-6
-#: Up to this many centroids, :func:`_first_equal_rows` looks rows up in a dictionary.
-_FEW_CENTROIDS = 64
 #: ``exp(-x)`` is 0 in float64 beyond this ``x``.
 _UNDERFLOW = 746.0
 _controller = None
@@ -186,31 +184,6 @@ def _lower_exponents(centers, candidates, labels, dmin):
     # a row's weight for its own nearest centroid is never skipped: only the others count
     lower[candidates[:, None] == occupied[None, :]] = np.inf
     return lower.min(axis=1, initial=np.inf)
-
-
-def _first_equal_rows(centers, c_sq):
-    """``first[j]``: the first centroid equal to centroid ``j`` (``j`` itself if none is).
-
-    Equal centroids have equal squared norms: only those are compared (a
-    dictionary of rows for a few centroids, the cheaper way there).
-    """
-    if len(centers) <= _FEW_CENTROIDS:
-        seen = {}
-        return np.array([seen.setdefault(bytes(row), j)  # + 0.0: -0.0 is 0.0
-                         for j, row in enumerate(centers + 0.0)], dtype=np.intp)
-    first = np.arange(len(centers))
-    order = np.argsort(c_sq, kind="stable")  # equal norms keep the order of the centroids
-    new_norm = np.diff(c_sq[order]) != 0
-    if new_norm.all():
-        return first
-    starts = np.flatnonzero(np.r_[True, new_norm, True])
-    for start, stop in zip(starts[:-1], starts[1:], strict=True):
-        if stop - start > 1:
-            group = order[start:stop]
-            _, index, inverse = np.unique(centers[group], axis=0, return_index=True,
-                                          return_inverse=True)
-            first[group] = group[index[inverse.ravel()]]
-    return first
 
 
 def _forget_threads():
@@ -507,7 +480,7 @@ class NumbaEngine(NumpyEngine):
         else:
             layout = pass_layout(k, n_features, X.dtype, blocked_products())
             shift, x_sq = self._kernel_data()
-            run_threads(dense_pass, n_threads, X, shift, _first_equal_rows(centers, c_sq),
+            run_threads(dense_pass, n_threads, X, shift, first_equal_rows(centers, c_sq),
                         self._kernel_weights, x_sq, centers.astype(X.dtype), c_sq, *layout, kind,
                         tau, dense_inverse(tau, X.dtype), *rest, limit_blas=limit_blas)
         parts = ((sums, k), (masses, k), (scalars, 3))

@@ -16,7 +16,10 @@ from ._chunks import row_blocks
 from ._session import PassSession
 from ._stats import PassStats
 
-__all__ = ["NumpyEngine"]
+__all__ = ["NumpyEngine", "first_equal_rows"]
+
+#: Up to this many centroids, :func:`first_equal_rows` looks rows up in a dictionary.
+_FEW_CENTROIDS = 64
 
 
 def _row_sq_norms(X, shift=None):
@@ -37,6 +40,45 @@ def _row_sq_norms(X, shift=None):
             block -= shift
         np.einsum("ij,ij->i", block, block, out=out[rows])
     return out
+
+
+def first_equal_rows(centers, c_sq):
+    """``first[j]``: the first centroid equal to centroid ``j`` (``j`` itself if none is).
+
+    BLAS rounds a product by the position of its rows and columns, so equal
+    centroids would get distances an ulp apart; every engine gives them the
+    first one's, so that they tie exactly (hard ties go to the first, cold
+    softmax splits evenly). Equal centroids have equal squared norms: only
+    those are compared (a dictionary of rows for a few centroids, the cheaper
+    way there).
+
+    Parameters
+    ----------
+    centers : ndarray of shape (n_clusters, n_features)
+    c_sq : ndarray of shape (n_clusters,)
+        Their squared norms.
+
+    Returns
+    -------
+    ndarray of shape (n_clusters,), intp
+    """
+    if len(centers) <= _FEW_CENTROIDS:
+        seen = {}
+        return np.array([seen.setdefault(bytes(row), j)  # + 0.0: -0.0 is 0.0
+                         for j, row in enumerate(centers + 0.0)], dtype=np.intp)
+    first = np.arange(len(centers))
+    order = np.argsort(c_sq, kind="stable")  # equal norms keep the order of the centroids
+    new_norm = np.diff(c_sq[order]) != 0
+    if new_norm.all():
+        return first
+    starts = np.flatnonzero(np.r_[True, new_norm, True])
+    for start, stop in zip(starts[:-1], starts[1:], strict=True):
+        if stop - start > 1:
+            group = order[start:stop]
+            _, index, inverse = np.unique(centers[group], axis=0, return_index=True,
+                                          return_inverse=True)
+            first[group] = group[index[inverse.ravel()]]
+    return first
 
 
 class NumpyEngine(PassSession):
@@ -74,20 +116,26 @@ class NumpyEngine(PassSession):
         x = self.X[i]
         return np.asarray(x.toarray() if sp.issparse(x) else x, dtype=np.float64).ravel()
 
-    def _block_sq_distances(self, rows, centers, c_sq):
+    def _block_sq_distances(self, rows, centers, c_sq, twins=None):
+        """Squared distances of the rows ``rows`` to ``centers``; ``twins`` as
+        :func:`first_equal_rows` gives them (None: no two centroids are equal)."""
         Xb = self.X[rows]
         if sp.issparse(Xb):
             cross = np.asarray(Xb @ centers.T, dtype=np.float64)
         else:
             cross = np.asarray(Xb, dtype=np.float64) @ centers.T
+        if twins is not None:
+            copies = np.flatnonzero(twins != np.arange(len(twins)))
+            cross[:, copies] = cross[:, twins[copies]]
         D = self.x_sq[rows, None] - 2.0 * cross + c_sq[None, :]
         return np.maximum(D, 0.0, out=D)
 
     def _blocks(self, centers):
         centers = np.asarray(centers, dtype=np.float64)
         c_sq = np.einsum("ij,ij->i", centers, centers)
+        twins = first_equal_rows(centers, c_sq)
         for rows in row_blocks(self.n_samples, centers.shape[0]):
-            yield rows, self._block_sq_distances(rows, centers, c_sq)
+            yield rows, self._block_sq_distances(rows, centers, c_sq, twins)
 
     def estep(self, centers, spec, with_sums=True):
         """One pass: responsibilities at ``centers`` and their statistics.
