@@ -126,10 +126,11 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         super()._check_params_vs_input(X, sample_weight)
         if isinstance(self.schedule, str):
             return
+        if np.ndim(self.schedule) != 1 or len(self.schedule) == 0:
+            raise ValueError("schedule must be a non-empty 1-D array of temperatures sigma; got "
+                             f"{self.schedule!r}.")
         sigmas = check_array(self.schedule, ensure_2d=False, dtype=np.float64, copy=True,
                              input_name="schedule")  # a copy: temperatures_ is fitted
-        if sigmas.ndim != 1:
-            raise ValueError("schedule must be a 1-D array of temperatures sigma.")
         for sigma in sigmas:
             check_sigma(sigma, "every temperature of schedule")
         self._sigmas = sigmas

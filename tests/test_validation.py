@@ -74,6 +74,8 @@ def test_bad_alpha(Estimator, alpha):
     (AnnealedKMeans, {"schedule": [1.0, -1.0]}, "schedule must lie in"),
     (AnnealedKMeans, {"schedule": [1.0, 1e-200]}, "schedule must lie in"),
     (AnnealedKMeans, {"schedule": [[1.0, 0.5]]}, "1-D array"),
+    (AnnealedKMeans, {"schedule": []}, "non-empty 1-D array"),
+    (AnnealedKMeans, {"schedule": np.array(1.0)}, "non-empty 1-D array"),
     (SoftKMeans, {"sigma": 1e-200}, "'sigma' parameter"),
     (EntmaxKMeans, {"sigma": 1e200}, "'sigma' parameter"),
     (AnnealedKMeans, {"schedule": [1.0, np.nan]}, "NaN"),
