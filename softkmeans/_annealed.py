@@ -37,8 +37,8 @@ class AnnealedKMeans(BaseSoftKMeans):
         ``"paper"``: ``n_temperatures`` values of ``sigma^2`` geometric from
         ``1.2 lambda_max`` down to ``min(margin_min / 64, 0.12 lambda_max)``,
         ``margin_min`` being the smallest assignment margin at the starting
-        centroids. Sec. 7.8 of the paper ends at the median, over its Lloyd
-        reference runs, of their smallest margin (the reproduction,
+        centroids. Sec. 7.8 of the paper ends at the median, over its
+        admissible Lloyd reference runs, of their smallest margin (the reproduction,
         :mod:`softkmeans.experiments`, does so); one fit has no reference runs.
         An array gives the temperatures ``sigma`` directly (each from 1e-150 to
         1e150, visited in the order given).

@@ -31,7 +31,7 @@ from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.temperature import auto_sigma, exact_zero_distances, lambda_max
 from ._validation import N_THREADS_CONSTRAINT, canonical_csr
-from .diagnostics import fitted_diagnostics
+from .diagnostics import _fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
 __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
@@ -39,14 +39,19 @@ __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
 _HARD = RelaxationSpec("hard")
 
 
-def _warn(message, category):
-    """``warnings.warn`` attributed to the first caller outside softkmeans (the user's line).
+#: Packages whose frames a warning skips to reach the user's line (scikit-learn wraps
+#: ``fit_transform`` and calls ``fit`` from meta-estimators).
+_LIBRARY_PACKAGES = ("softkmeans.", "sklearn.")
 
-    A fixed ``stacklevel`` would point into the package wherever a subclass
-    adds a frame between ``fit`` and the warning.
+
+def _warn(message, category):
+    """``warnings.warn`` attributed to the first caller outside softkmeans and scikit-learn.
+
+    A fixed ``stacklevel`` would point into a library wherever a subclass or
+    a wrapper adds a frame between the user's call and the warning.
     """
     frame, level = sys._getframe(1), 2
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("softkmeans."):
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(_LIBRARY_PACKAGES):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
 
@@ -236,7 +241,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self.margins_ = stats.margins
         self.margin_min_ = float(stats.margins.min())
         self._n_features_out = self.n_clusters
-        for name, value in fitted_diagnostics(engine, run, self._critical_sigma).items():
+        for name, value in _fitted_diagnostics(engine, run, self._critical_sigma).items():
             setattr(self, name, value)
         if self.record_path:
             self.path_ = [stage.as_dict() for stage in run.stages]

@@ -685,8 +685,8 @@ def certify(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto",
 
 
 # ------------------------------------------------------------ estimators
-def fitted_diagnostics(engine, run, critical=None):
-    """The diagnostic attributes of a fitted estimator, from its final run (for the estimators).
+def _fitted_diagnostics(engine, run, critical=None):
+    """The diagnostic attributes of a fitted estimator, from its final run.
 
     Parameters
     ----------

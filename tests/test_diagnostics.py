@@ -155,6 +155,11 @@ def test_the_fixed_point_hypothesis_holds_at_sigma_star_itself():
         assert at["hypothesis"], (delta, R, rho, k, star, at)
         above = bounds.fixed_point_constants(delta, R, rho, k, star * (1 + 1e-9))
         assert not above["hypothesis"]
+    for _ in range(2000):  # R^2 << delta with k = 2: q' near 1, eps exact to far fewer digits
+        delta, R = 10 ** rng.uniform(-3, 3), 10 ** rng.uniform(-4, 2)
+        rho, k = rng.uniform(0.01, 0.5), int(rng.integers(2, 5))
+        star = bounds.fixed_point_constants(delta, R, rho, k, 1.0)["sigma_star"]
+        assert bounds.fixed_point_constants(delta, R, rho, k, star)["hypothesis"]
 
 
 def test_certificate_object(data):

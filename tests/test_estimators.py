@@ -324,14 +324,17 @@ def test_every_output_is_finite_at_the_ends_of_the_temperature_range(Estimator, 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("offset", [0.0, 1000.0])
-def test_sigma_auto_falls_back_when_every_point_is_a_starting_centroid(backend, dtype, offset):
+@pytest.mark.parametrize(("offset", "n_features"), [(0.0, 3), (1000.0, 3), (0.0, 3000)])
+def test_sigma_auto_falls_back_when_every_point_is_a_starting_centroid(backend, dtype, offset,
+                                                                       n_features):
     """With as many clusters as distinct points every distance to the start is 0, which the
-    engines' ``||x||^2 - 2 x.mu + ||mu||^2`` left as rounding noise: sigma was 3e-9 to 6e-5
-    (by engine and dtype) instead of the documented ``sqrt(0.1 lambda_max)``."""
+    engines' ``||x||^2 - 2 x.mu + ||mu||^2`` left as rounding noise (growing with the number
+    of features): sigma was 3e-9 to 6e-5 (by engine and dtype) instead of the documented
+    ``sqrt(0.1 lambda_max)``."""
     rng = np.random.default_rng(0)
-    points = (rng.normal(size=(5, 3)) + offset).astype(dtype)
-    lam = np.linalg.eigvalsh(np.cov(points.T.astype(np.float64), bias=True))[-1]
+    points = (rng.normal(size=(5, n_features)) + offset).astype(dtype)
+    centered = points.astype(np.float64) - points.astype(np.float64).mean(axis=0)
+    lam = np.linalg.eigvalsh(centered @ centered.T / len(points))[-1]  # the covariance's
     for X in (points, np.repeat(points, 3, axis=0), sp.csr_matrix(np.repeat(points, 2, axis=0))):
         model = SoftKMeans(5, random_state=0, backend=backend).fit(X)
         assert model.sigma_ == pytest.approx(np.sqrt(0.1 * lam), rel=1e-6)

@@ -114,6 +114,21 @@ def test_large_passes_wait_for_the_kernels(compiling, monkeypatch):
     assert blocks == []
 
 
+def test_float32_distances_do_not_wait_for_kernels_they_do_not_use(compiling, monkeypatch):
+    """Dense float32 distances (transform's) are the numpy engine's float64 ones: a large
+    transform waited for the compilation, then ran on numpy anyway."""
+    X, centers = _data(np.float32, False)
+    monkeypatch.setattr(_numba, "NUMPY_WORK_MAX", 0)
+    engine = get_engine("auto", X)
+    done = []
+    worker = threading.Thread(target=lambda: done.append(engine.sq_distances(centers)))
+    worker.start()
+    worker.join(30)
+    compiling.set()
+    assert done, "sq_distances waited for the kernels"
+    _assert_same(done[0], NumpyEngine(X).sq_distances(centers))
+
+
 def _fit_in_forked_child(kernels):
     assert kernels.orphaned and not kernels.wait_unless_compiling(timeout=60)
     X, centers = _data(np.float64, False)

@@ -150,12 +150,16 @@ def test_all_zero_data_is_not_too_small():
     np.testing.assert_array_equal(model.predict(zeros), model.labels_)
 
 
+@pytest.mark.parametrize("method", ["fit", "fit_predict", "fit_transform"])
 @pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans, AnnealedKMeans])
-def test_array_init_with_several_inits_warns_at_the_callers_line_and_runs_once(Estimator):
+def test_array_init_with_several_inits_warns_at_the_callers_line_and_runs_once(Estimator,
+                                                                              method):
+    """AnnealedKMeans pointed into softkmeans/_base.py, fit_transform into scikit-learn."""
+    model = Estimator(3, init=X[:3], n_init=4)
     with pytest.warns(RuntimeWarning, match="instead of n_init=4") as caught:
-        model = Estimator(3, init=X[:3], n_init=4).fit(X)
+        getattr(model, method)(X)
     assert model.n_iter_ >= 1
-    assert caught[0].filename == __file__  # AnnealedKMeans pointed into softkmeans/_base.py
+    assert caught[0].filename == __file__
 
 
 def test_n_init_auto_is_ten_for_a_callable_init_as_in_scikit_learn():

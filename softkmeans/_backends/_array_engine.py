@@ -34,7 +34,7 @@ from ._array_kernels import ArrayKernels
 from ._chunks import row_blocks
 from ._conditioning import float32_shift, power_of_two_scale
 from ._namespace import is_cupy_array, to_numpy
-from ._numpy import first_equal_rows
+from ._numpy import twin_columns
 from ._session import PassSession
 from ._stats import PassStats
 
@@ -181,9 +181,8 @@ class ArrayEngine(PassSession):
         c_sq = self.xp.sum(C64 * C64, axis=1).astype(self.dtype)
         C = C64.astype(self.dtype)
         host = np.asarray(centers, dtype=np.float64)
-        twins = first_equal_rows(host, np.einsum("ij,ij->i", host, host))
-        copies = np.flatnonzero(twins != np.arange(len(twins)))
-        copies, originals = self._to_device(copies), self._to_device(twins[copies])
+        copies, originals = (self._to_device(a) for a in
+                             twin_columns(host, np.einsum("ij,ij->i", host, host)))
         for rows in row_blocks(self.n_samples, C.shape[0], self.block_elements):
             Xb = self._X[rows] if self._shift is None else self._X[rows] - shift
             cross = self.xp.asarray(Xb @ C.T)

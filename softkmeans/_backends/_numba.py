@@ -319,7 +319,7 @@ class _KernelsReady(Exception):
     """A numpy pass of the engine stops: the kernels became ready during it."""
 
 
-def _numpy_until_compiled(method):
+def _numpy_until_compiled(method, numpy_method=None):
     """Make an engine method run the numpy engine's method of that name until the kernels are ready.
 
     A numpy pass that finds them ready at the end of a block of rows stops,
@@ -327,7 +327,7 @@ def _numpy_until_compiled(method):
     :data:`NUMPY_WORK_MAX` multiply-adds waits for the kernels instead,
     unless they are orphaned (a forked child: they never become ready).
     """
-    numpy_method = getattr(NumpyEngine, method.__name__)
+    numpy_method = numpy_method or getattr(NumpyEngine, method.__name__)
 
     @functools.wraps(method)
     def run(self, centers, *args, **kwargs):
@@ -557,20 +557,25 @@ class NumbaEngine(NumpyEngine):
         self._pass(centers, spec, False, OUT_RESP, out)
         return out
 
-    @_numpy_until_compiled
     def sq_distances(self, centers):
         """Squared distances to every centroid, shape (n_samples, n_clusters).
 
         For dense float32 data they are the numpy engine's, from float64
-        products as scikit-learn's ``transform`` computes them: the kernels'
-        float32 cross term errs by about ``1e-7 ||x||^2``, 10% of the
-        distance of a point close to its centroid.
+        products as scikit-learn's ``transform`` computes them (at the numpy
+        engine's speed, with BLAS's threads): the kernels' float32 cross term
+        errs by about ``1e-7 ||x||^2``, 10% of the distance of a point close
+        to its centroid.
         """
+        if self.X.dtype != np.float32 or sp.issparse(self.X):
+            return self._kernel_sq_distances(centers)
         out = np.empty((self.n_samples, centers.shape[0]))
-        if self.X.dtype == np.float32 and not sp.issparse(self.X):
-            for rows, D in NumpyEngine._blocks(self, centers):  # not this engine's numpy pass
-                out[rows] = D
-            return out
+        for rows, D in NumpyEngine._blocks(self, centers):  # not this engine's numpy pass
+            out[rows] = D
+        return out
+
+    @functools.partial(_numpy_until_compiled, numpy_method=NumpyEngine.sq_distances)
+    def _kernel_sq_distances(self, centers):
+        out = np.empty((self.n_samples, centers.shape[0]))
         self._pass(centers, _HARD, False, OUT_DIST, out)
         return out
 

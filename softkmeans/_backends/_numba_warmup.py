@@ -185,6 +185,8 @@ def warmup(key, build):
     Returns
     -------
     KernelWarmup
+        Or, in a child forked while kernels compiled, kernels that never become
+        ready (``orphaned``), built by no thread.
     """
     with _warmups_lock:
         found = _warmups.get(key)

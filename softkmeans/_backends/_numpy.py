@@ -16,7 +16,7 @@ from ._chunks import row_blocks
 from ._session import PassSession
 from ._stats import PassStats
 
-__all__ = ["NumpyEngine", "first_equal_rows"]
+__all__ = ["NumpyEngine", "first_equal_rows", "twin_columns"]
 
 #: Up to this many centroids, :func:`first_equal_rows` looks rows up in a dictionary.
 _FEW_CENTROIDS = 64
@@ -81,6 +81,18 @@ def first_equal_rows(centers, c_sq):
     return first
 
 
+def twin_columns(centers, c_sq):
+    """``(copies, originals)``: the centroids equal to an earlier one, and that first one.
+
+    See :func:`first_equal_rows`; a block of distances (or cross terms) gets
+    ``block[:, copies] = block[:, originals]``. Both are empty when no two
+    centroids are equal.
+    """
+    first = first_equal_rows(centers, c_sq)
+    copies = np.flatnonzero(first != np.arange(len(first)))
+    return copies, first[copies]
+
+
 class NumpyEngine(PassSession):
     """Chunked passes over one data set with numpy.
 
@@ -118,22 +130,22 @@ class NumpyEngine(PassSession):
 
     def _block_sq_distances(self, rows, centers, c_sq, twins=None):
         """Squared distances of the rows ``rows`` to ``centers``; ``twins`` as
-        :func:`first_equal_rows` gives them (None: no two centroids are equal)."""
+        :func:`twin_columns` gives them (None: no two centroids are equal)."""
         Xb = self.X[rows]
         if sp.issparse(Xb):
             cross = np.asarray(Xb @ centers.T, dtype=np.float64)
         else:
             cross = np.asarray(Xb, dtype=np.float64) @ centers.T
-        if twins is not None:
-            copies = np.flatnonzero(twins != np.arange(len(twins)))
-            cross[:, copies] = cross[:, twins[copies]]
+        if twins is not None and len(twins[0]):
+            copies, originals = twins
+            cross[:, copies] = cross[:, originals]
         D = self.x_sq[rows, None] - 2.0 * cross + c_sq[None, :]
         return np.maximum(D, 0.0, out=D)
 
     def _blocks(self, centers):
         centers = np.asarray(centers, dtype=np.float64)
         c_sq = np.einsum("ij,ij->i", centers, centers)
-        twins = first_equal_rows(centers, c_sq)
+        twins = twin_columns(centers, c_sq)
         for rows in row_blocks(self.n_samples, centers.shape[0]):
             yield rows, self._block_sq_distances(rows, centers, c_sq, twins)
 

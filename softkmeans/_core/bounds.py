@@ -54,6 +54,8 @@ UNIT_ROUNDOFF = 2.0**-53
 UNDERFLOW_SPACING = 2.0**-1074
 #: Most ulps :func:`identification_sigma` steps down (one or two are needed).
 _ROUNDING_STEPS = 8
+#: Most steps of :func:`_sigma_star` down from the formula; the steps double from an ulp.
+_DOUBLING_STEPS = 64
 #: Safety factor ``c`` of the declared tolerances (App. C).
 SAFETY_FACTOR = 4.0
 
@@ -267,10 +269,14 @@ def _sigma_star(delta, R, rho, n_clusters, r_star):
     if log_arg <= 0:
         return math.inf
     sigma = math.sqrt(delta / (4.0 * log_arg))
-    for _ in range(_ROUNDING_STEPS):
+    # Usually an ulp or two; many more where q' is close to 1 (k = 2 and R^2 << delta), as
+    # eps then divides by 1 - q': steps that double reach the threshold in a few dozen.
+    step = math.ulp(sigma)
+    for _ in range(_DOUBLING_STEPS):
         if _eps(delta, R, rho, n_clusters, sigma) <= r_star:
             break
-        sigma = math.nextafter(sigma, 0.0)
+        sigma = max(sigma - step, 0.0)
+        step *= 2.0
     return sigma
 
 

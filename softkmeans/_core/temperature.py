@@ -15,12 +15,8 @@ AUTO_SIGMA_FRACTION = 0.1
 #: Beyond this many features the leading eigenvalue is found iteratively.
 _DENSE_EIG_MAX_FEATURES = 512
 
-#: Entries of one float64 block of rows when means and covariances are accumulated.
-_COVARIANCE_BLOCK_ELEMENTS = 1 << 20
-
-#: A squared distance within this many unit roundoffs of ``||x||^2 + ||mu||^2`` may be a 0
-#: that the engine's ``||x||^2 - 2 x.mu + ||mu||^2`` left as rounding noise.
-_ZERO_DISTANCE_ROUNDOFFS = 16
+#: Entries of one float64 block of rows (means, covariances, comparisons of rows).
+_BLOCK_ELEMENTS = 1 << 20
 
 
 def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
@@ -60,11 +56,13 @@ def exact_zero_distances(X, centers, labels, dmin, x_sq, unit_roundoff):
 
     Engines compute squared distances as ``||x||^2 - 2 x.mu + ||mu||^2``, which
     leaves rounding noise of about ``unit_roundoff (||x||^2 + ||mu||^2)`` where
-    the distance is 0: the starting centroids drawn from the observations sit
-    on some of them. The :func:`auto_sigma` rule needs those zeros exact (with
-    as many clusters as distinct points, the noise alone would set sigma). Only
-    the rows whose distance lies within the noise are compared with their
-    centroid.
+    the distance is 0, growing with the number of features ``d`` (the
+    classical bound of a dot product is ``d`` unit roundoffs): the starting
+    centroids drawn from the observations sit on some of them. The
+    :func:`auto_sigma` rule needs those zeros exact (with as many clusters as
+    distinct points, the noise alone would set sigma). Only the rows whose
+    distance lies within ``(d + 2) unit_roundoff (||x||^2 + ||mu||^2)`` are
+    compared with their centroid.
 
     Parameters
     ----------
@@ -83,14 +81,10 @@ def exact_zero_distances(X, centers, labels, dmin, x_sq, unit_roundoff):
     """
     centers = np.asarray(centers, dtype=np.float64)
     c_sq = np.einsum("ij,ij->i", centers, centers)
-    noise = _ZERO_DISTANCE_ROUNDOFFS * unit_roundoff * (x_sq + c_sq[labels])
+    noise = (X.shape[1] + 2) * unit_roundoff * (x_sq + c_sq[labels])
     suspects = np.flatnonzero((dmin <= noise) & (dmin > 0))
     out = np.array(dmin, dtype=np.float64)
-    step = max(1, _COVARIANCE_BLOCK_ELEMENTS // max(1, X.shape[1]))
-    for start in range(0, suspects.size, step):
-        rows = suspects[start:start + step]
-        block = X[rows]
-        block = block.toarray() if sp.issparse(block) else np.asarray(block, dtype=np.float64)
+    for rows, block in _float64_blocks(X, suspects):
         on_centroid = np.all(block == centers[labels[rows]], axis=1)
         out[rows[on_centroid]] = 0.0
     return out
@@ -164,15 +158,21 @@ def weighted_mean(X, weights):
     return pivot + total / w.sum()
 
 
-def _float64_blocks(X):
-    """Consecutive row blocks of X as dense float64 arrays, with their slices."""
+def _float64_blocks(X, rows=None):
+    """Blocks of the rows of X as dense float64 arrays, with their rows.
+
+    All rows in order (each block's rows as a slice), or those of the index
+    array ``rows`` (as index arrays).
+    """
     n, d = X.shape
-    step = max(1, _COVARIANCE_BLOCK_ELEMENTS // max(1, d))
-    for start in range(0, n, step):
-        rows = slice(start, min(start + step, n))
-        block = X[rows]
+    count = n if rows is None else len(rows)
+    step = max(1, _BLOCK_ELEMENTS // max(1, d))
+    for start in range(0, count, step):
+        stop = min(start + step, count)
+        index = slice(start, stop) if rows is None else rows[start:stop]
+        block = X[index]
         block = block.toarray() if sp.issparse(block) else block
-        yield rows, np.asarray(block, dtype=np.float64)
+        yield index, np.asarray(block, dtype=np.float64)
 
 
 def paper_schedule(lam_max, margin_min, n_temperatures=40):
