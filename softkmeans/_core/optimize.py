@@ -226,20 +226,24 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     centers = np.array(centers, dtype=np.float64)
     stats = engine.estep(centers, spec)
     path = _new_trajectory(record_path, stats, centers)
-    # halved here because every iteration starts by doubling the last accepted step
-    eta = 0.25 / max(float(stats.masses.max()), np.finfo(float).tiny)
+    # The gradient is taken over the first heaviest mass and the step eta times it (``rate``):
+    # ``eta ||g||^2 = rate * scale * ||g / scale||^2`` stays finite for weights summing to
+    # 1e300, whose gradient squared would overflow.
+    scale = max(float(stats.masses.max()), np.finfo(float).tiny)
+    rate = 0.25  # halved here because every iteration starts by doubling the last accepted step
     converged, n_iter = False, 0
     for n_iter in range(1, max_iter + 1):
-        grad = gradient(stats, centers)
-        grad_sq = float(np.sum(grad * grad))
-        eta *= 2.0
+        direction = gradient(stats, centers) / scale
+        direction_sq = float(np.sum(direction * direction))
+        rate *= 2.0
         for _ in range(_MAX_HALVINGS):
-            new = centers - eta * grad
+            new = centers - rate * direction
             new_stats = engine.estep(new, spec)
-            accepted = new_stats.objective <= stats.objective - armijo * eta * grad_sq
+            decrease = armijo * rate * scale * direction_sq
+            accepted = new_stats.objective <= stats.objective - decrease
             if accepted:
                 break
-            eta *= 0.5
+            rate *= 0.5
         if not accepted:
             new, new_stats = centers, stats
         step = relative_step(new, centers)
