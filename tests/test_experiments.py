@@ -124,6 +124,7 @@ def test_run_writes_report_figures_and_records(tmp_path):
                   "Per observation: one-hot exactly when"):
         assert claim in text
     assert "| 7.5 | Uniform bounds" in text and "**no**" not in text.split("Uniform")[1][:200]
+    assert "| 7.8 | First temperature brings DA-Entmax to one configuration" in text
 
 
 def test_main_cli(tmp_path, capsys):
