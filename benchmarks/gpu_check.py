@@ -6,9 +6,11 @@ Usage (from the repository root, on a machine with CuPy and a CUDA device)::
 
 1. runs ``pytest -m gpu tests/test_cupy_engine.py``;
 2. on n in {1e4, 1e5, 1e6} x k in {10, 100, 1000}, d = 64, float32 (a Gaussian
-   mixture on the GPU, the same first centroids for every method), prints the
-   time per iteration of Lloyd (the engine's hard path), SoftKMeans and
-   EntmaxKMeans on CuPy arrays, and of scikit-learn's Lloyd on the host, each
+   mixture moved to the GPU, the same first centroids for every method), prints
+   the time per iteration of the engine's Lloyd, alternating softmax and
+   alternating entmax-1.5 updates (the algorithms of SoftKMeans and
+   EntmaxKMeans, whose fits add a few diagnostic passes; the GPU tests run the
+   estimators on CuPy arrays), and of scikit-learn's Lloyd on the host, each
    for the same number of iterations from the same start;
 3. prints the agreement with the CPU engine (numpy oracle, float64) after the
    same iterations where that engine is fast enough: largest centroid
@@ -43,6 +45,12 @@ GRID_K = (10, 100, 1000)
 D = 64
 
 
+def _cupy_engine(X):
+    from softkmeans._backends._cupy import CupyEngine
+
+    return CupyEngine(X)
+
+
 def _gpu_or_none():
     if importlib.util.find_spec("cupy") is None:
         return None, "CuPy is not installed (pip install softkmeans[gpu])"
@@ -55,12 +63,13 @@ def _gpu_or_none():
     return cupy, cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
 
 
-def _mixture(cupy, n, k, seed):
-    rs = cupy.random.RandomState(seed)
-    means = rs.standard_normal((k, D), dtype=cupy.float32) * 3.0
-    X = means[rs.randint(0, k, n)] + rs.standard_normal((n, D), dtype=cupy.float32)
-    start = X[rs.choice(n, k, replace=False)]
-    return cupy.ascontiguousarray(X), cupy.asnumpy(start).astype(np.float64)
+def _mixture(xp, n, k, seed):
+    """Float32 Gaussian mixture (drawn on the host, then moved to ``xp``) and k of its rows."""
+    rs = np.random.RandomState(seed)
+    means = rs.standard_normal((k, D)).astype(np.float32) * 3.0
+    X = means[rs.randint(0, k, n)] + rs.standard_normal((n, D)).astype(np.float32)
+    start = X[rs.choice(n, k, replace=False)].astype(np.float64)
+    return xp.asarray(X), start
 
 
 def _timed(fn):
@@ -69,47 +78,51 @@ def _timed(fn):
     return out, time.perf_counter() - t0
 
 
-def _lloyd(engine, start, iters):
-    from softkmeans._core.optimize import HARD, alternating
+def _spec(kind, sigma=None):
+    from softkmeans._core.responsibilities import RelaxationSpec
 
-    return alternating(engine, start, HARD, max_iter=iters, tol=0.0)
+    return RelaxationSpec(kind, sigma, 1.5) if kind != "hard" else RelaxationSpec("hard")
 
 
-def _cell(cupy, n, k, iters, seed=0):
+def _iterate(engine, start, spec, iters):
+    """``iters`` alternating updates (Lloyd's for the hard spec) from ``start``."""
+    from softkmeans._core.optimize import alternating
+
+    return alternating(engine, start, spec, max_iter=iters, tol=0.0)
+
+
+def _cell(xp, make_engine, n, k, iters, seed=0):
+    """One grid cell: per-iteration times of the engine's three updates and scikit-learn's.
+
+    Lloyd, alternating softmax and alternating entmax-1.5 (the algorithms of
+    KMeans, SoftKMeans and EntmaxKMeans) each run ``iters`` updates of the
+    engine ``make_engine(X)`` from the same start, after a one-update warm-up
+    (kernel compilation, cuBLAS handles); sigma is the ``sigma="auto"`` rule.
+    """
     from sklearn.cluster import KMeans
 
-    from softkmeans import EntmaxKMeans, SoftKMeans
-    from softkmeans._backends._cupy import CupyEngine
+    from softkmeans._backends._namespace import to_numpy
     from softkmeans._core.temperature import auto_sigma
 
-    X, start = _mixture(cupy, n, k, seed)
-    engine = CupyEngine(X)
-    first = engine.estep(start, _hard_spec(), with_sums=False)
+    X, start = _mixture(xp, n, k, seed)
+    engine = make_engine(X)
+    first = engine.estep(start, _spec("hard"), with_sums=False)
     sigma = auto_sigma(first.dmin, engine.sample_weight)
-    _lloyd(engine, start, 1)  # warm-up: compilation, cuBLAS handles
-    lloyd, t_lloyd = _timed(lambda: _lloyd(engine, start, iters))
-    row = {"n": n, "k": k, "lloyd_ms": 1e3 * t_lloyd / lloyd.n_iter}
-    params = dict(sigma=sigma, init=start, n_init=1, max_iter=iters, tol=0.0)
-    models = {}
-    for name, Est in (("soft", SoftKMeans), ("entmax", EntmaxKMeans)):
-        Est(k, **{**params, "max_iter": 1}).fit(X)  # warm-up
-        models[name], t = _timed(lambda Est=Est: Est(k, **params).fit(X))
-        row[f"{name}_ms"] = 1e3 * t / models[name].n_iter_
-    X_host = cupy.asnumpy(X)
+    row, runs = {"n": n, "k": k}, {}
+    for name, spec in (("lloyd", _spec("hard")), ("soft", _spec("softmax", sigma)),
+                       ("entmax", _spec("entmax", sigma))):
+        _iterate(engine, start, spec, 1)
+        runs[name], t = _timed(lambda spec=spec: _iterate(engine, start, spec, iters))
+        row[f"{name}_ms"] = 1e3 * t / runs[name].n_iter
+    X_host = to_numpy(X)
     km, t_sk = _timed(lambda: KMeans(k, init=start.astype(np.float32), n_init=1,
                                      max_iter=iters, tol=0.0, algorithm="lloyd").fit(X_host))
     row["sklearn_ms"] = 1e3 * t_sk / km.n_iter_
-    if km.n_iter_ == lloyd.n_iter:
-        row["lloyd_vs_sklearn"] = _rel(lloyd.centers, km.cluster_centers_)
+    if km.n_iter_ == runs["lloyd"].n_iter:
+        row["lloyd_vs_sklearn"] = _rel(runs["lloyd"].centers, km.cluster_centers_)
     if n * k <= ORACLE_MAX_ENTRIES:
-        row.update(_agreement(X_host, start, iters, lloyd, models, sigma))
+        row.update(_agreement(X_host, start, iters, runs))
     return row
-
-
-def _hard_spec():
-    from softkmeans._core.responsibilities import RelaxationSpec
-
-    return RelaxationSpec("hard")
 
 
 def _rel(a, b):
@@ -117,22 +130,16 @@ def _rel(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
 
-def _agreement(X_host, start, iters, lloyd, models, sigma):
+def _agreement(X_host, start, iters, runs):
+    """Each run against the float64 numpy oracle after the same updates from the same start."""
     from softkmeans._backends._numpy import NumpyEngine
-    from softkmeans._core.optimize import alternating
-    from softkmeans._core.responsibilities import RelaxationSpec
 
     oracle = NumpyEngine(X_host.astype(np.float64))
     out = {}
-    runs = {"lloyd": (lloyd.centers, lloyd.stats.labels, _hard_spec()),
-            "soft": (models["soft"].cluster_centers_, models["soft"].labels_,
-                     RelaxationSpec("softmax", sigma)),
-            "entmax": (models["entmax"].cluster_centers_, models["entmax"].labels_,
-                       RelaxationSpec("entmax", sigma, 1.5))}
-    for name, (centers, labels, spec) in runs.items():
-        ref = alternating(oracle, start, spec, max_iter=iters, tol=0.0)
-        out[f"{name}_rel_err"] = _rel(_host(centers), ref.centers)
-        out[f"{name}_same_labels"] = float(np.mean(_host(labels) == ref.stats.labels))
+    for name, run in runs.items():
+        ref = _iterate(oracle, start, run.spec, iters)
+        out[f"{name}_rel_err"] = _rel(_host(run.centers), ref.centers)
+        out[f"{name}_same_labels"] = float(np.mean(_host(run.stats.labels) == ref.stats.labels))
     return out
 
 
@@ -176,7 +183,7 @@ def main(argv=None):
             if time.perf_counter() - t_start > BUDGET_S:
                 print(f"budget of {BUDGET_S} s spent: skipping n={n}, k={k}")
                 continue
-            _print_row(_cell(cupy, n, k, iters=10 if n * k <= 1e8 else 5))
+            _print_row(_cell(cupy, _cupy_engine, n, k, iters=10 if n * k <= 1e8 else 5))
     print(f"gpu_check: done in {time.perf_counter() - t_start:.0f} s")
     return status
 

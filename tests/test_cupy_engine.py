@@ -273,6 +273,19 @@ def test_cupy_backend_without_cupy_says_how_to_install():
         SoftKMeans(2, backend="cupy").fit(X)
 
 
+def test_gpu_check_grid_cell_on_the_cpu_code_path():
+    """The script's timing and agreement logic, with the GPU engine's code on numpy."""
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    row = gpu_check._cell(np, ArrayEngine, 3000, 10, iters=3)
+    for name in ("lloyd", "soft", "entmax", "sklearn"):
+        assert row[f"{name}_ms"] > 0
+    for name in ("lloyd", "soft", "entmax"):  # float32 engine against the float64 oracle
+        assert row[f"{name}_rel_err"] < 1e-4 and row[f"{name}_same_labels"] > 0.99
+    assert row["lloyd_vs_sklearn"] < 1e-4
+
+
 def test_gpu_check_exits_cleanly_without_a_gpu():
     if _has_gpu():
         pytest.skip("a GPU is present")
