@@ -39,7 +39,9 @@ class CompilationCacheWarning(UserWarning):
     in every process, for several seconds on its first fit; the warning is
     given once, when the engine is first used. Setting the environment
     variable ``NUMBA_CACHE_DIR`` to a writable directory before Python starts
-    restores the cache.
+    restores the cache. numba reads a cache only from a directory it can
+    write to, so kernels compiled ahead of time (``python -m softkmeans
+    compile``) by another user are compiled again too.
 
     Examples
     --------

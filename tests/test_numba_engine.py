@@ -752,3 +752,65 @@ def test_every_engine_ties_equal_centroids_exactly(engine, dtype):
     assert not np.any(engine(X).estep(centers, SPECS["hard"]).labels == 256)
     resp = engine(X).responsibilities(centers, RelaxationSpec("softmax", 1e-6))
     np.testing.assert_array_equal(resp[:, -1], resp[:, 0])
+
+
+def test_threads_survive_an_interrupted_pass():
+    """A KeyboardInterrupt in the calling thread's share waits for the other shares and
+    leaves the workers usable; an error in a worker's share reaches the caller."""
+    ran = []
+
+    def share(thread, n_threads):
+        ran.append(thread)
+        if thread == 0:
+            raise KeyboardInterrupt
+        return thread
+
+    with pytest.raises(KeyboardInterrupt):
+        _numba.run_threads(share, 3, limit_blas=False)
+    assert sorted(ran) == [0, 1, 2]  # every share ended before the pass did
+    assert _numba.run_threads(lambda t, n: t * 10, 3, limit_blas=False) == [0, 10, 20]
+
+    def failing(thread, n_threads):
+        if thread == 2:
+            raise ValueError("in a worker")
+        return thread
+
+    with pytest.raises(ValueError, match="in a worker"):
+        _numba.run_threads(failing, 3, limit_blas=False)
+
+
+_INTERRUPTED_PREDICTS = """
+import signal, sys, threading, time
+import numpy as np
+from softkmeans import SoftKMeans
+X = np.random.default_rng(0).normal(size=(300, 4))
+model = SoftKMeans(3, sigma=1.0, random_state=0, backend="numba", n_threads=2).fit(X)
+expected = model.predict(X)
+def interrupt(*args):
+    raise KeyboardInterrupt
+signal.signal(signal.SIGALRM, interrupt)
+rng = np.random.default_rng(2)
+end = time.time() + 3
+while time.time() < end:
+    try:
+        signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-5, 2e-3))
+        for _ in range(50):
+            model.predict(X)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+assert (model.predict(X) == expected).all()
+print("healthy")
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="SIGALRM interval timers")
+def test_interrupted_predicts_leave_the_process_healthy():
+    """Ctrl-C during a loop of small predicts could leave a lock of concurrent.futures'
+    pool held: the next multi-threaded pass, and the interpreter's exit, waited forever
+    (after 7 to 548 interrupted loops, measured)."""
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_PREDICTS], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "healthy" in done.stdout

@@ -27,9 +27,9 @@ threads beyond rounding.
 
 import functools
 import os
+import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 
 import numba
@@ -187,9 +187,9 @@ def _lower_exponents(centers, candidates, labels, dmin):
 
 
 def _forget_threads():
-    """Start without a pool and without a BLAS limit (at import, and in a forked child)."""
-    global _pool, _pool_size, _pool_lock, _blas_lock, _blas_owner, _blas_depth, _blas_limit
-    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+    """Start without workers and without a BLAS limit (at import, and in a forked child)."""
+    global _shares, _n_workers, _workers_lock, _blas_lock, _blas_owner, _blas_depth, _blas_limit
+    _shares, _n_workers, _workers_lock = queue.SimpleQueue(), 0, threading.Lock()
     _blas_lock, _blas_owner, _blas_depth, _blas_limit = threading.Lock(), None, 0, None
 
 
@@ -243,28 +243,58 @@ def blas_at_one_thread():
         _release_blas()
 
 
-def _submit(kernel, n_threads, args):
-    """Submit every thread's share to the pool (grown to ``n_threads`` workers if needed)."""
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool_size < n_threads:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="softkmeans")
-            _pool_size = n_threads
-        return [_pool.submit(kernel, *args, t, n_threads) for t in range(n_threads)]
+def _run_shares(shares):
+    """A worker thread: runs the shares put on ``shares`` and returns each one's outcome."""
+    while True:
+        kernel, args, outcomes = shares.get()
+        try:
+            outcomes.put((args[-2], kernel(*args), None))
+        except BaseException as exc:  # noqa: BLE001 - raised again by the thread that waits
+            outcomes.put((args[-2], None, exc))
+
+
+def _start_workers(count):
+    """Make sure that ``count`` worker threads take shares."""
+    global _n_workers
+    with _workers_lock:
+        while _n_workers < count:
+            threading.Thread(target=_run_shares, args=(_shares,), daemon=True,
+                             name=f"softkmeans-{_n_workers}").start()
+            _n_workers += 1
 
 
 def run_threads(kernel, n_threads, *args, limit_blas=True):
     """``kernel(*args, thread, n_threads)`` for every thread, concurrently; their results.
 
-    BLAS is held to one thread meanwhile, as in scikit-learn's Lloyd kernel
-    (:func:`blas_at_one_thread`; ``limit_blas=False`` leaves it alone).
+    The calling thread runs share 0 and daemon workers the others. Shares and
+    outcomes pass through ``queue.SimpleQueue`` objects, whose operations are
+    atomic in C: a KeyboardInterrupt in the calling thread (which abandons the
+    pass; the workers finish its shares) leaves no lock held. With
+    ``concurrent.futures``' pool, whose locks are Python code, an interrupt
+    could leave one held, and every later pass, and the interpreter's exit,
+    waited forever. BLAS is held to one thread meanwhile, as in scikit-learn's
+    Lloyd kernel (:func:`blas_at_one_thread`; ``limit_blas=False`` leaves it
+    alone).
     """
     with blas_at_one_thread() if limit_blas else nullcontext():
         if n_threads == 1:
             return [kernel(*args, 0, 1)]
-        return [future.result() for future in _submit(kernel, n_threads, args)]
+        _start_workers(n_threads - 1)
+        outcomes = queue.SimpleQueue()
+        for thread in range(1, n_threads):
+            _shares.put((kernel, (*args, thread, n_threads), outcomes))
+        results = [None] * n_threads
+        try:
+            results[0] = kernel(*args, 0, n_threads)
+        finally:  # the other shares end before the pass does (and BLAS's limit with it)
+            errors = []
+            for _ in range(n_threads - 1):
+                thread, result, error = outcomes.get()
+                results[thread] = result
+                errors += [error] if error is not None else []
+        if errors:
+            raise errors[0]
+        return results
 
 
 def input_kind(X):
@@ -605,7 +635,11 @@ def compile_kernels(file=None):
     need on a background thread instead; run this (``python -m softkmeans
     compile``) where the package is installed for many short-lived processes,
     e.g. when building a container image, so that none of them runs its
-    first passes on the numpy engine meanwhile.
+    first passes on the numpy engine meanwhile. numba reads a cache only from
+    a directory it can write to: run this as the user the processes will run
+    as, or point ``NUMBA_CACHE_DIR`` at the same directory, writable by them,
+    both here and there (a cache that root filled next to the installed
+    sources is ignored by a user who cannot write there, and compiled again).
 
     Parameters
     ----------
