@@ -814,3 +814,22 @@ def test_interrupted_predicts_leave_the_process_healthy():
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "healthy" in done.stdout
+
+
+def test_idle_workers_keep_no_array_of_a_finished_pass():
+    """A worker's loop kept its last share's arguments: X, the outputs (predict_proba's
+    n x k result) stayed alive until the next pass."""
+    import gc
+    import weakref
+
+    data, out = np.ones(1000), np.zeros(3)
+
+    def share(data, out, thread, n_threads):
+        out[thread] = data.sum()
+
+    _numba.run_threads(share, 3, data, out, limit_blas=False)
+    np.testing.assert_array_equal(out, 1000.0)
+    alive = [weakref.ref(data), weakref.ref(out)]
+    del data, out
+    gc.collect()
+    assert [ref() is None for ref in alive] == [True, True]

@@ -246,11 +246,15 @@ def blas_at_one_thread():
 def _run_shares(shares):
     """A worker thread: runs the shares put on ``shares`` and returns each one's outcome."""
     while True:
-        kernel, args, outcomes = shares.get()
-        try:
-            outcomes.put((args[-2], kernel(*args), None))
-        except BaseException as exc:  # noqa: BLE001 - raised again by the thread that waits
-            outcomes.put((args[-2], None, exc))
+        _run_share(*shares.get())
+
+
+def _run_share(kernel, args, outcomes):
+    """One share; its arguments (the pass's arrays) are not kept once it is done."""
+    try:
+        outcomes.put((args[-2], kernel(*args), None))
+    except BaseException as exc:  # noqa: BLE001 - raised again by the thread that waits
+        outcomes.put((args[-2], None, exc))
 
 
 def _start_workers(count):
@@ -286,7 +290,7 @@ def run_threads(kernel, n_threads, *args, limit_blas=True):
         results = [None] * n_threads
         try:
             results[0] = kernel(*args, 0, n_threads)
-        finally:  # the other shares end before the pass does (and BLAS's limit with it)
+        finally:  # wait for the other shares (an interrupt here abandons them to the workers)
             errors = []
             for _ in range(n_threads - 1):
                 thread, result, error = outcomes.get()

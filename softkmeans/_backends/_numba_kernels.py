@@ -296,8 +296,8 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
     adds that share on its own instead and gets ``scale_r = 0``: its other
     weights, below ``1e-30`` of its own, are below the resolution of every
     centroid's sums but a light one's, which the engine sums again exactly
-    (in float32 their scale was subnormal, and the pass 6% slower at
-    1e6 x 100). The row's gap keeps them. The masses are not a column of
+    (in float32 their products were subnormal or 0; the pass was 6% slower
+    at 1e6 x 100). The row's gap keeps them. The masses are not a column of
     the product: 65 columns cost about 10% more than 64 (measured), more
     than the GEMV.
     """
