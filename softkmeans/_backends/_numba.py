@@ -30,6 +30,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from contextlib import contextmanager, nullcontext
 
 import numba
@@ -188,9 +189,12 @@ def _lower_exponents(centers, candidates, labels, dmin):
 
 def _forget_threads():
     """Start without workers and without a BLAS limit (at import, and in a forked child)."""
-    global _shares, _n_workers, _workers_lock, _blas_lock, _blas_owner, _blas_depth, _blas_limit
+    global _shares, _n_workers, _workers_lock, _blas_lock, _blas_owner, _blas_holds, _blas_limit
+    global _blas_found
     _shares, _n_workers, _workers_lock = queue.SimpleQueue(), 0, threading.Lock()
-    _blas_lock, _blas_owner, _blas_depth, _blas_limit = threading.Lock(), None, 0, None
+    _blas_lock, _blas_owner, _blas_limit = threading.Lock(), None, None
+    _blas_holds = weakref.WeakSet()
+    _blas_found = None  # thread counts to restore, until a limit is known to be restored
 
 
 _forget_threads()
@@ -198,27 +202,49 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_forget_threads)  # a forked child has none of the threads
 
 
+class _Hold:
+    """One hold of the BLAS limit, given back to :func:`_release_blas`."""
+
+    __slots__ = ("__weakref__",)
+
+
 def _hold_blas():
-    """Hold BLAS to one thread (see :func:`blas_at_one_thread`)."""
-    global _blas_owner, _blas_depth, _blas_limit
+    """Hold BLAS to one thread (see :func:`blas_at_one_thread`); returns the hold.
+
+    The owner's live holds are kept weakly: a hold lost to an exception
+    between this call and its release (a KeyboardInterrupt) is collected and
+    stops counting, so that the owner's next release still restores the
+    thread counts (a count of holds would stay above 0 for good). The counts
+    found are kept until a release has restored them: a limit set or
+    restored halfway when an interrupt came is undone by the next hold.
+    """
+    global _blas_owner, _blas_limit, _blas_found
+    hold = _Hold()
     with _blas_lock:
         if _blas_owner is None:
-            _blas_limit = _blas_controller().limit(limits=1, user_api="blas")
-            _blas_owner = threading.get_ident()
+            controller = _blas_controller()
+            if _blas_found is not None:  # a hold or a release was interrupted: undo its limit
+                controller.limit(limits=_blas_found)
+            _blas_found = {lib["prefix"]: lib["num_threads"]
+                           for lib in controller.select(user_api="blas").info()}
+            limit = controller.limit(limits=1, user_api="blas")
+            _blas_limit, _blas_owner = limit, threading.get_ident()
         if _blas_owner == threading.get_ident():
-            _blas_depth += 1
+            _blas_holds.add(hold)
+    return hold
 
 
-def _release_blas():
-    """End a hold; the owner's outermost one restores the thread counts it found."""
-    global _blas_owner, _blas_depth, _blas_limit
+def _release_blas(hold):
+    """End a hold; the owner's last live one restores the thread counts it found."""
+    global _blas_owner, _blas_limit, _blas_found
     with _blas_lock:
         if _blas_owner != threading.get_ident():
             return
-        _blas_depth -= 1
-        if _blas_depth == 0:
+        _blas_holds.discard(hold)
+        if not _blas_holds:
             limit, _blas_limit, _blas_owner = _blas_limit, None, None
             limit.restore_original_limits()
+            _blas_found = None
 
 
 @contextmanager
@@ -236,11 +262,11 @@ def blas_at_one_thread():
     restores it itself. Holds nest on the owner's thread (a session's passes
     only count).
     """
-    _hold_blas()
+    hold = _hold_blas()
     try:
         yield
     finally:
-        _release_blas()
+        _release_blas(hold)
 
 
 def _run_shares(shares):
@@ -437,6 +463,7 @@ class NumbaEngine(NumpyEngine):
         self.x_sq = self._sq_norms(X)
         self._shift = None if sp.issparse(X) else float32_shift(X)
         self._shifted_x_sq = None  # ||x_i - shift||^2, made by the kernels on their first pass
+        self._holds = []  # of the BLAS limit, one per session entered (sessions nest)
 
     def _sq_norms(self, X, shift=_NO_SHIFT):
         """``||x_i - shift||^2`` in float64; by the kernels when they are ready (no copy of X)."""
@@ -462,12 +489,12 @@ class NumbaEngine(NumpyEngine):
         Sessions nest, and a pass inside one only counts a hold
         (:func:`blas_at_one_thread`) instead of calling ``threadpoolctl``.
         """
-        _hold_blas()
+        self._holds.append(_hold_blas())
         return self
 
     def __exit__(self, *exc_info):
-        """Leave the session; the owner's outermost hold restores the BLAS thread counts."""
-        _release_blas()
+        """Leave the session; the owner's last hold restores the BLAS thread counts."""
+        _release_blas(self._holds.pop())
 
     @property
     def unit_roundoff(self):
