@@ -225,8 +225,8 @@ def _hold_blas():
             controller = _blas_controller()
             if _blas_found is not None:  # a hold or a release was interrupted: undo its limit
                 controller.limit(limits=_blas_found)
-            _blas_found = {lib["prefix"]: lib["num_threads"]
-                           for lib in controller.select(user_api="blas").info()}
+            _blas_found = {lib["prefix"]: lib["num_threads"] for lib in controller.info()
+                           if lib["user_api"] == "blas"}
             limit = controller.limit(limits=1, user_api="blas")
             _blas_limit, _blas_owner = limit, threading.get_ident()
         if _blas_owner == threading.get_ident():
