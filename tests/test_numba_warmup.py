@@ -136,19 +136,23 @@ def _fit_in_forked_child(kernels):
     _assert_same(engine.estep(centers, SPEC), NumpyEngine(X).estep(centers, SPEC))
 
 
+def _exit_code_of_forked_child(target, args, release, timeout):
+    """Run ``target(*args)`` in a forked child; then let the parent's build end (``release``)."""
+    child = multiprocessing.get_context("fork").Process(target=target, args=args)
+    child.start()
+    child.join(timeout)
+    release.set()
+    if child.exitcode is None:
+        child.kill()
+    return child.exitcode
+
+
 def test_a_forked_child_runs_numpy_passes_instead_of_waiting(monkeypatch):
     release = threading.Event()
     kernels = warmup(("test-fork", os.getpid()), lambda: release.wait(60))
     monkeypatch.setattr(_numba, "_kernels_in_background", lambda X: kernels)
     monkeypatch.setattr(_numba, "NUMPY_WORK_MAX", 0)
-    child = multiprocessing.get_context("fork").Process(target=_fit_in_forked_child,
-                                                        args=(kernels,))
-    child.start()
-    child.join(120)
-    release.set()
-    if child.exitcode is None:
-        child.kill()
-    assert child.exitcode == 0
+    assert _exit_code_of_forked_child(_fit_in_forked_child, (kernels,), release, 120) == 0
     assert not kernels.orphaned  # only in the child
 
 
@@ -163,14 +167,8 @@ def test_a_child_forked_while_kernels_compile_orphans_every_other_kind():
     waited forever for numba's compiler lock, and the child never exited."""
     release = threading.Event()
     warmup(("test-fork-compiling", os.getpid()), lambda: release.wait(60))
-    child = multiprocessing.get_context("fork").Process(
-        target=_ask_for_another_kind_in_forked_child)
-    child.start()
-    child.join(60)
-    release.set()
-    if child.exitcode is None:
-        child.kill()
-    assert child.exitcode == 0
+    assert _exit_code_of_forked_child(_ask_for_another_kind_in_forked_child, (), release,
+                                      60) == 0
 
 
 def test_input_kind_names_layout_and_dtypes():
