@@ -146,6 +146,31 @@ def test_without_matplotlib_the_report_is_written_without_figures(tmp_path, monk
     assert not list(tmp_path.glob("*.png"))
 
 
+def test_a_matplotlib_that_fails_to_import_leaves_the_figures_out(tmp_path, monkeypatch):
+    """A matplotlib found but broken used to end the run in ImportError, writing no report."""
+    broken = tmp_path / "site"
+    (broken / "matplotlib").mkdir(parents=True)
+    (broken / "matplotlib" / "__init__.py").write_text("raise ImportError('for another numpy')")
+    monkeypatch.syspath_prepend(str(broken))
+    for name in [name for name in sys.modules if name.split(".")[0] == "matplotlib"]:
+        monkeypatch.delitem(sys.modules, name)
+    config = Config.quick(n_init=1, datasets=("separation_8",))
+    with pytest.warns(UserWarning, match="could not be imported .*for another numpy"):
+        path = run(out=tmp_path / "out", config=config, families=("values",), progress=False)
+    assert "## 7.5" in path.read_text()
+    assert not list((tmp_path / "out").glob("*.png"))
+
+
+@pytest.mark.parametrize(("config", "mode"), [
+    (Config.quick(n_init=2, datasets=("iris",), seed=3), "quick"),
+    (Config.full(n_init=5), "full"),
+    (Config.quick(n_temperatures=3), "custom"),
+])
+def test_the_report_names_the_mode_of_its_config(config, mode):
+    """run() labelled every explicit config "full", quick ones included."""
+    assert config.mode == mode
+
+
 def test_unknown_family(tmp_path):
     with pytest.raises(ValueError, match="Unknown families"):
         run(out=tmp_path, config=TINY, families=("nope",))
@@ -158,6 +183,7 @@ def test_unknown_family(tmp_path):
     ({"datasets": ("nosuch",)}, "datasets must be some of"),
     ({"datasets": ()}, "datasets must be some of"),
     ({"seed": -1}, "seed must be an integer"),
+    ({"datasets": ("iris", "wine", "iris")}, "datasets lists iris more than once"),
 ])
 def test_bad_config_is_named(changes, match):
     with pytest.raises(ValueError, match=match):
@@ -167,6 +193,7 @@ def test_bad_config_is_named(changes, match):
 @pytest.mark.parametrize(("args", "match"), [
     (["--n-init", "0"], "n_init must be a positive integer"),
     (["--datasets", "nosuch"], "datasets must be some of"),
+    (["--datasets", "iris", "iris"], "datasets lists iris more than once"),
     (["--out", "/proc/softkmeans-cannot-be-here"], "cannot write to the output folder"),
     (["--out", "/proc"], "cannot write to the output folder"),  # exists, not writable
     (["--seed", "-1"], "seed must be an integer in [0, 2**32)"),

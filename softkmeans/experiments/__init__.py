@@ -25,7 +25,7 @@ from pathlib import Path
 from ._common import Config, prepare
 from .annealing import annealing_paths, path_claims, run_annealing
 from .dynamics import run_dynamics
-from .figures import plot_all
+from .figures import _pyplot, plot_all
 from .rates import run_alpha_family, run_rates
 from .report import write_records, write_report
 from .trajectories import run_trajectories
@@ -103,21 +103,31 @@ def run(quick=False, out="softkmeans-reproduction", *, config=None, families=FAM
         config = Config.quick() if quick else Config.full()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    draw = importlib.util.find_spec("matplotlib") is not None
-    if not draw:  # said before the run, which may take half an hour
-        warnings.warn("matplotlib is not installed: the report will be written without its "
-                      'figures (pip install "softkmeans[plot]" to draw them).', stacklevel=2)
+    problem = _matplotlib_problem()
+    if problem:  # said before the run, which may take half an hour
+        warnings.warn(f"matplotlib {problem}: the report will be written without its figures "
+                      '(pip install "softkmeans[plot]" to draw them).', stacklevel=2)
     start = time.perf_counter()
     contexts = [prepare(name, config, backend) for name in config.datasets]
     results, data = _run_families(contexts, config, families, progress)
     write_records(results, out)
     for result in results:
         result.figures = []
-    if draw:
+    if not problem:
         for section, names in plot_all(out, data).items():
             next(r for r in results if r.section == section).figures += names
-    mode = "quick" if quick else "full"
-    return write_report(results, out, config, time.perf_counter() - start, mode)
+    return write_report(results, out, config, time.perf_counter() - start, config.mode)
+
+
+def _matplotlib_problem():
+    """Why matplotlib's pyplot cannot draw the figures (for a warning), or None."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return "is not installed"
+    try:
+        _pyplot()
+    except Exception as exc:  # noqa: BLE001 - a broken installation fails in many ways
+        return f"could not be imported ({type(exc).__name__}: {exc})"
+    return None
 
 
 def main(argv=None):

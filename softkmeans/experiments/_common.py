@@ -84,11 +84,24 @@ class Config:
         if unknown or not self.datasets:
             raise ValueError(f"datasets must be some of {list(DATASETS)}; got "
                              f"{list(self.datasets)!r}.")
+        repeated = sorted({name for name in self.datasets if self.datasets.count(name) > 1})
+        if repeated:
+            raise ValueError(f"datasets lists {', '.join(repeated)} more than once.")
 
     @classmethod
     def full(cls, **changes):
         """The paper's sizes: M = 200, T = 150, 40 annealing temperatures."""
         return replace(cls(), **changes)
+
+    @property
+    def mode(self):
+        """``"quick"`` or ``"full"`` when the sizes are those of :meth:`quick` or :meth:`full`
+        (whatever the datasets, seed and M), else ``"custom"``."""
+        kept = {"n_init": self.n_init, "datasets": self.datasets, "seed": self.seed}
+        for name in ("quick", "full"):
+            if self == getattr(type(self), name)(**kept):
+                return name
+        return "custom"
 
     @classmethod
     def quick(cls, **changes):
