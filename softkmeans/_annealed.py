@@ -14,6 +14,11 @@ from ._core.temperature import lambda_max, paper_schedule
 __all__ = ["AnnealedKMeans"]
 
 
+#: Standard deviations of a perturbation draw that :meth:`AnnealedKMeans._check_perturbation`
+#: allows for.
+_PERTURBATION_DRAWS = 40.0
+
+
 class AnnealedKMeans(BaseSoftKMeans):
     """K-Means by deterministic annealing, finished by a Lloyd polish.
 
@@ -141,6 +146,24 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         self._critical_sigma = float(np.sqrt(lam))
         self._scale = np.sqrt(lam) if lam > 0 else 1.0
         self._relaxation = RelaxationSpec(self.method, 1.0, float(self.alpha))
+        self._check_perturbation(engine)
+
+    def _check_perturbation(self, engine):
+        """``ValueError`` if perturbed centroids could lie so far out that distances overflow.
+
+        A draw beyond :data:`_PERTURBATION_DRAWS` standard deviations has a
+        probability below 1e-300.
+        """
+        d = engine.X.shape[1]
+        reach = _PERTURBATION_DRAWS * self.perturbation * self._scale * np.sqrt(d)
+        limit = np.sqrt(np.finfo(engine.X.dtype).max / 16)
+        if not reach + np.sqrt(engine.x_sq.max(initial=0.0)) < limit:
+            raise ValueError(
+                f"perturbation={self.perturbation!r} (times sqrt(lambda_max) = "
+                f"{self._scale:.3g}) would move centroids so far from the data that squared "
+                f"distances overflow {np.dtype(engine.X.dtype).name}; it is a fraction of the "
+                "data's spread, 1e-3 by default."
+            )
 
     def _schedule(self, engine, centers):
         if not isinstance(self.schedule, str):

@@ -40,8 +40,8 @@ _HARD = RelaxationSpec("hard")
 
 
 #: Packages whose frames a warning skips to reach the user's line (scikit-learn wraps
-#: ``fit_transform`` and calls ``fit`` from meta-estimators).
-_LIBRARY_PACKAGES = ("softkmeans.", "sklearn.")
+#: ``fit_transform`` and calls ``fit`` from meta-estimators, through joblib in searches).
+_LIBRARY_PACKAGES = ("softkmeans.", "sklearn.", "joblib.")
 
 
 def _warn(message, category):
@@ -280,7 +280,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     def _engine_for(self, X):
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
-        return X, get_engine(self.backend, X, n_threads=self.n_threads)
+        return X, get_engine(self.backend, X, n_threads=self.n_threads,
+                             centers=self._centers64())
 
     def _centers64(self):
         return np.asarray(to_numpy(self.cluster_centers_), dtype=np.float64)

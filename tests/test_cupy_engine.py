@@ -245,7 +245,8 @@ def test_estimators_on_the_device_code_path(estimator, monkeypatch):
     ref = estimator.fit(X)
     ref_centers, ref_labels = ref.cluster_centers_.copy(), ref.labels_.copy()
     monkeypatch.setattr(base, "get_engine",
-                        lambda name, X, w=None, n_threads=None: ArrayEngine(X, w, 500))
+                        lambda name, X, w=None, n_threads=None, centers=None:
+                        ArrayEngine(X, w, 500))
     got = estimator.fit(X)
     assert_array_equal(got.labels_, ref_labels)
     assert_allclose(got.cluster_centers_, ref_centers, rtol=1e-10)

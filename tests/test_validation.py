@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, cross_val_score
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 
@@ -139,6 +140,22 @@ def test_values_whose_squares_underflow_are_rejected(dtype, scale, sparse):
             Estimator(3).fit(Xsmall)
 
 
+@pytest.mark.parametrize("dtype, tiny", [(np.float64, 1e-160), (np.float32, 1e-25)])
+def test_points_near_the_origin_are_predicted(dtype, tiny):
+    """Their own squares underflow, but their distances to the fitted centroids do not: the
+    magnitude check of fit refused them at inference."""
+    near_origin = np.zeros((2, X.shape[1]), dtype)
+    near_origin[1, 0] = tiny
+    for Estimator in ESTIMATORS:
+        model = Estimator(3, random_state=0).fit(X.astype(dtype))
+        centers = model.cluster_centers_.astype(np.float64)
+        expected = np.argmin((centers ** 2).sum(axis=1))  # the nearest centroid to 0
+        np.testing.assert_array_equal(model.predict(near_origin), [expected, expected])
+        lengths = np.sqrt((centers ** 2).sum(axis=1))
+        np.testing.assert_allclose(model.transform(near_origin), [lengths, lengths], rtol=1e-5)
+        assert np.isfinite(model.score_samples(near_origin)).all()
+
+
 def test_all_zero_data_is_not_too_small():
     zeros = np.zeros((20, 3))
     with warnings.catch_warnings(record=True) as caught:
@@ -162,6 +179,18 @@ def test_array_init_with_several_inits_warns_at_the_callers_line_and_runs_once(E
     assert caught[0].filename == __file__
 
 
+@pytest.mark.parametrize("search", ["grid", "cross_val_score"])
+def test_warnings_of_fits_inside_a_search_point_at_the_callers_line(search):
+    """They pointed into joblib, which scikit-learn's searches call the fits through."""
+    model = SoftKMeans(3, init=X[:3], n_init=4)
+    with pytest.warns(RuntimeWarning, match="instead of n_init=4") as caught:
+        if search == "grid":
+            GridSearchCV(model, {"sigma": [0.5]}, cv=2).fit(X)
+        else:
+            cross_val_score(model, X, cv=2)
+    assert {w.filename for w in caught} == {__file__}
+
+
 def test_n_init_auto_is_ten_for_a_callable_init_as_in_scikit_learn():
     calls = []
 
@@ -171,3 +200,14 @@ def test_n_init_auto_is_ten_for_a_callable_init_as_in_scikit_learn():
 
     SoftKMeans(3, init=first_rows, random_state=0).fit(X)
     assert len(calls) == 10
+
+
+@pytest.mark.parametrize("dtype, perturbation", [(np.float64, 1e160), (np.float32, 1e19)])
+def test_a_perturbation_that_would_overflow_the_distances_is_rejected(dtype, perturbation):
+    """It gave NaN objectives and infinite distances without a word."""
+    with pytest.raises(ValueError, match="perturbation=.* would move centroids so far"):
+        AnnealedKMeans(3, perturbation=perturbation, random_state=0).fit(X.astype(dtype))
+    model = AnnealedKMeans(3, perturbation=1e3, n_temperatures=4, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # clusters may merge: not the point
+        assert np.isfinite(model.fit(X.astype(dtype)).transform(X.astype(dtype))).all()

@@ -60,7 +60,7 @@ def resolve_backend(name, X=None):
     return "numba" if _numba_available() else "numpy"
 
 
-def check_magnitude(X, x_sq):
+def check_magnitude(X, x_sq, centers=None):
     """``ValueError`` unless the squared distances of ``X`` are normal numbers of its dtype.
 
     Above ``max / 16`` of the dtype squared distances would overflow; below
@@ -73,9 +73,13 @@ def check_magnitude(X, x_sq):
     X : array or CSR matrix of shape (n_samples, n_features)
     x_sq : ndarray of shape (n_samples,)
         Squared row norms of X in float64 (an engine's ``x_sq``).
+    centers : ndarray of shape (n_clusters, n_features), default=None
+        Fitted centroids (float64) that X's distances are taken to: their
+        norms count too, so that points near the origin can be predicted.
     """
     info = np.finfo(X.dtype)
-    largest = float(x_sq.max()) if len(x_sq) else 0.0
+    norms = [x_sq] if centers is None else [x_sq, np.einsum("ij,ij->i", centers, centers)]
+    largest = max((float(values.max()) for values in norms if len(values)), default=0.0)
     high, low = float(info.max) / 16, float(info.tiny / info.eps)
     if not largest <= high:
         size, fate, limit = "large", "overflow", high
@@ -90,14 +94,15 @@ def check_magnitude(X, x_sq):
     )
 
 
-def get_engine(name, X, sample_weight=None, n_threads=None):
+def get_engine(name, X, sample_weight=None, n_threads=None, centers=None):
     """Construct the engine ``name`` (after :func:`resolve_backend`) on ``X``.
 
     ``n_threads`` is the numba engine's thread count (None: the OpenMP limit
     in effect); the other engines do not take it. The numba engine chosen by
     ``"auto"`` does not wait for its kernels to compile (see
     :mod:`._numba_warmup`); ``"numba"`` does. ``ValueError`` if X's squared
-    distances do not fit its dtype (:func:`check_magnitude`).
+    distances (to ``centers`` when given, fitted centroids) do not fit its
+    dtype (:func:`check_magnitude`).
     """
     resolved = resolve_backend(name, X)
     module_name, class_name, requirement = BACKENDS[resolved]
@@ -111,5 +116,5 @@ def get_engine(name, X, sample_weight=None, n_threads=None):
     if resolved == "numba":
         options = {"n_threads": n_threads, "wait_for_kernels": name != "auto"}
     engine = getattr(module, class_name)(X, sample_weight, **options)
-    check_magnitude(X, engine.x_sq)
+    check_magnitude(X, engine.x_sq, centers)
     return engine
