@@ -195,6 +195,49 @@ def test_gradient_descent_decreases_and_reaches_stationary_point(blobs):
     np.testing.assert_allclose(model.cluster_centers_, alt.cluster_centers_, atol=1e-4)
 
 
+def _grad_f_sigma(X, centers, sigma):
+    """Gradient of F_sigma in float64, from the definition."""
+    D = ((X[:, None, :] - centers[None]) ** 2).sum(axis=2)
+    z = -D / (2 * sigma**2)
+    r = np.exp(z - z.max(axis=1, keepdims=True))
+    r /= r.sum(axis=1, keepdims=True)
+    return 2 * (r.sum(axis=0)[:, None] * centers - r.T @ X)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("dtype, tol, atol", [(np.float32, 1e-8, 1e-6), (np.float64, 1e-12, 1e-10)])
+def test_gradient_descent_goes_on_where_its_objective_differences_are_rounding(backend, dtype,
+                                                                             tol, atol):
+    """Its line search compared whole objectives, and stopped as converged 5e-4 short of the
+    fixed point in float32 (7e-8 in float64) once their differences were below rounding."""
+    rng = np.random.RandomState(2)
+    X = np.vstack([rng.normal(c, 0.5, size=(n, 3))
+                   for c, n in (([0, 0, 0], 30), ([4, 0, 0], 20), ([0, 4, 0], 10))])
+    init = X[[0, 35, 55]] + 0.3
+    reference = SoftKMeans(3, sigma=1.0, init=init, tol=1e-13, max_iter=5000,
+                           backend="numpy").fit(X)
+    model = SoftKMeans(3, sigma=1.0, init=init, algorithm="gradient", tol=tol, max_iter=5000,
+                       backend=backend).fit(X.astype(dtype))
+    assert model.converged_
+    np.testing.assert_allclose(model.cluster_centers_, reference.cluster_centers_, atol=atol)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_gradient_descent_reaches_the_mean_above_the_critical_temperature(backend):
+    """At sigma = 1e8, F is about -1e18 and its rounding as large as the decreases tested: the
+    run stopped 0.47 away from the mean, with a gradient of 33, as converged."""
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(c, 0.3, size=(15, 3)) for c in (0, 3, 6)])
+    with pytest.warns(CriticalTemperatureWarning), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # centroids merged: no news here
+        model = SoftKMeans(3, sigma=1e8, algorithm="gradient", random_state=0,
+                           backend=backend).fit(X)
+    assert model.converged_
+    np.testing.assert_allclose(model.cluster_centers_, np.tile(X.mean(axis=0), (3, 1)),
+                               atol=1e-9)
+    assert np.abs(_grad_f_sigma(X, model.cluster_centers_, 1e8)).max() < 1e-6
+
+
 def _lloyd_path_margin(X, init):
     engine = get_engine("numpy", X)
     run = alternating(engine, init, HARD, max_iter=300, tol=0, record_path="centers")

@@ -28,6 +28,9 @@ HARD = RelaxationSpec("hard")
 
 #: A line search gives up (the run has converged) after this many halvings of the step.
 _MAX_HALVINGS = 50
+#: Unit roundoffs per unit of magnitude of the summed terms that a pass's objective is taken
+#: to carry as rounding (:func:`_objective_noise`).
+_NOISE_ROUNDOFFS = 32.0
 
 
 @dataclass
@@ -137,6 +140,24 @@ def gradient(stats, centers):
     return 2.0 * (stats.masses[:, None] * centers - stats.sums)
 
 
+def _objective_noise(engine, stats, centers):
+    """Rounding a pass's objective at ``centers`` can carry: about that of its terms' sizes.
+
+    Each row's squared distances come from ``||x||^2 - 2 x.mu + ||mu||^2``, off
+    by a few unit roundoffs of ``||x||^2 + ||mu||^2``, and its relaxation term
+    (``F - J`` over the rows) by a few of its own size.
+    """
+    weights = engine.sample_weight
+    largest = float(weights.max(initial=0.0))
+    if largest == 0.0:
+        return 0.0
+    total = float(weights.sum() / largest)
+    norms = float((weights / largest) @ engine.x_sq)
+    centers_sq = float(np.max(np.einsum("ij,ij->i", centers, centers), initial=0.0))
+    sizes = largest * (norms + total * centers_sq) + abs(stats.objective) + abs(stats.inertia)
+    return _NOISE_ROUNDOFFS * engine.unit_roundoff * sizes
+
+
 def _one_session(run):
     """Run ``run(engine, ...)`` inside ``with engine:``: one session for all its passes."""
 
@@ -212,9 +233,16 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     iteration tries twice the last accepted step (the first try is
     ``1 / (2 max_j m_j)``, the largest step the heaviest cluster allows) and
     halves it until the Armijo condition
-    ``F(mu - eta g) <= F(mu) - armijo * eta * ||g||^2`` holds; when no step of
-    the ``_MAX_HALVINGS`` tried decreases ``F`` enough, the centroids stay and
-    the run ends as converged (the gradient is at the rounding level).
+    ``F(mu - eta g) <= F(mu) - armijo * eta * ||g||^2`` holds. Where the two
+    objectives differ by less than their rounding (:func:`_objective_noise`:
+    near a stationary point, and at high temperatures, where ``F`` is about
+    ``-2 sigma^2 W log k``), that comparison says nothing, and the step is
+    accepted by the approximate Wolfe condition of Hager and Zhang instead:
+    ``g(mu - eta g) . g >= (2 armijo - 1) ||g||^2``, from gradients, which carry
+    no such cancellation (with ``armijo = 1/2``: the step does not pass the
+    minimum along ``-g``). When no step of the ``_MAX_HALVINGS`` tried passes
+    either, the centroids stay and the run ends as converged: the gradient
+    is at the rounding level.
 
     Parameters and return value are those of :func:`alternating`, plus
     ``armijo``, the sufficient-decrease constant of the line search. With the
@@ -235,12 +263,16 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     for n_iter in range(1, max_iter + 1):
         direction = gradient(stats, centers) / scale
         direction_sq = float(np.sum(direction * direction))
+        noise = _objective_noise(engine, stats, centers)
         rate *= 2.0
         for _ in range(_MAX_HALVINGS):
             new = centers - rate * direction
             new_stats = engine.estep(new, spec)
             decrease = armijo * rate * scale * direction_sq
-            accepted = new_stats.objective <= stats.objective - decrease
+            accepted = new_stats.objective <= stats.objective - decrease or (
+                abs(new_stats.objective - stats.objective) <= noise
+                and float(np.sum(gradient(new_stats, new) / scale * direction))
+                >= (2.0 * armijo - 1.0) * direction_sq)
             if accepted:
                 break
             rate *= 0.5
