@@ -406,13 +406,13 @@ def test_float32_data_far_from_the_origin_keep_their_precision(spec, blocked, n_
                                atol=2e-5 * np.abs(log_norms).max())
 
 
+@pytest.mark.parametrize("Engine", [NumbaEngine, NumpyEngine, ArrayEngine])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_only_float32_data_far_from_their_spread_are_shifted(dtype):
+def test_only_dense_data_far_from_their_spread_are_shifted(dtype, Engine):
     X, weights, _ = _data(dtype, False)
-    assert NumbaEngine(X, weights)._shift is None  # centered already
-    engine = NumbaEngine(X + dtype(1000.0), weights)
-    assert (engine._shift is not None) == (dtype == np.float32)
-    assert NumbaEngine(sp.csr_matrix(X + dtype(1000.0)), weights)._shift is None  # float64 products
+    assert Engine(X, weights)._shift is None  # centered already
+    assert Engine(X + dtype(1000.0), weights)._shift is not None
+    assert Engine(sp.csr_matrix(X + dtype(1000.0)), weights)._shift is None  # would fill X in
 
 
 @pytest.mark.parametrize("layout", ["dense64", "dense32", "csr"])

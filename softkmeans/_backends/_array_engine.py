@@ -8,8 +8,8 @@ path and compares it with the numpy oracle), CuPy in
 not in what it computes:
 
 - it computes in the dtype of X (float32 stays float32) and sums the
-  statistics in float64; float32 data far from the origin are centred for
-  their distances (:func:`._conditioning.float32_shift`);
+  statistics in float64; dense data far from the origin are centred for
+  their distances (:func:`._conditioning.centering_shift`), as by every engine;
 - its row blocks are large (:data:`DEVICE_BLOCK_ELEMENTS`), so that kernel
   launches are few;
 - the update's ``R^T [w X, w]`` is one matrix product (a sparse one-hot matrix
@@ -32,7 +32,7 @@ from .._core.bounds import unit_roundoff
 from .._core.responsibilities import RelaxationSpec
 from ._array_kernels import ArrayKernels
 from ._chunks import row_blocks
-from ._conditioning import float32_shift, power_of_two_scale
+from ._conditioning import centering_shift, power_of_two_scale
 from ._namespace import is_cupy_array, to_numpy
 from ._numpy import twin_columns
 from ._session import PassSession
@@ -95,7 +95,7 @@ class ArrayEngine(PassSession):
         self._w = (self._w64 / self._weight_scale).astype(self.dtype)
         x_sq = self._row_sq_norms()
         self.x_sq = np.asarray(self._to_host(x_sq), dtype=np.float64)
-        shift = None if self._is_sparse else float32_shift(self._X)
+        shift = None if self._is_sparse else centering_shift(self._X)
         self._shift = None if shift is None else self._to_device(shift)
         if self._shift is not None:
             x_sq = self._row_sq_norms(self._shift)
@@ -170,7 +170,7 @@ class ArrayEngine(PassSession):
     def _blocks(self, centers):
         """Row blocks and their squared distances to ``centers``, in the dtype of X.
 
-        With a shift (:func:`._conditioning.float32_shift`) the distances are
+        With a shift (:func:`._conditioning.centering_shift`) the distances are
         those of the shifted block to the shifted centroids: the same
         distances, without the cancellation of data far from the origin.
         """

@@ -1,13 +1,16 @@
-"""How engines that compute in float32 keep their numbers in float32's range and precision.
+"""How engines keep their numbers in the range and precision of their dtype.
 
-Engines that form ``||c||^2 - 2 x.c`` in float32 (the numba engine's dense
-kernels, the GPU engine) lose about ``2^-24 ||x||^2`` to rounding: data far
-from the origin against their spread (raw pixel values, coordinates) would
-lose most of the digits of their distances, and soft responsibilities at
-``1 / (2 sigma^2)`` times them would be wrong. Distances, responsibilities and
-margins do not change when the data and the centroids move together, so such
-engines subtract :func:`float32_shift` from the data and the centroids before
-the cross term.
+Every engine forms squared distances as ``||x||^2 - 2 x.c + ||c||^2``, which
+loses about ``u ||x||^2`` to rounding (``u`` the unit roundoff of the
+arithmetic: float32 in the numba engine's dense kernels and the GPU engine,
+float64 elsewhere): data far from the origin against their spread (raw pixel
+values, coordinates, timestamps) would lose most of the digits of their
+distances, and soft responsibilities at ``1 / (2 sigma^2)`` times them would
+be wrong. Distances, responsibilities and margins do not change when the data
+and the centroids move together, so the engines subtract
+:func:`centering_shift` from dense data and the centroids before the cross
+term, as scikit-learn's ``KMeans`` centres the data it fits (CSR data are
+not shifted, which would fill them in).
 
 Sample weights enter float32 products too: the engines divide them by
 :func:`power_of_two_scale` (exactly) so that the largest lies in ``[1, 2)``,
@@ -19,40 +22,42 @@ import numpy as np
 
 from ._namespace import to_numpy
 
-__all__ = ["CENTERING_RATIO", "CENTERING_SAMPLE", "float32_shift", "power_of_two_scale"]
+__all__ = ["CENTERING_RATIO", "CENTERING_SAMPLE", "centering_shift", "power_of_two_scale"]
 
-#: Dense float32 data whose mean lies farther from the origin than this many times their spread
-#: (squared lengths) are centred (see :func:`float32_shift`).
+#: Dense data whose mean lies farther from the origin than this many times their spread
+#: (squared lengths) are centred (see :func:`centering_shift`).
 CENTERING_RATIO = 16.0
-#: Rows (evenly spaced) from which :func:`float32_shift` estimates the mean and spread.
+#: Rows (evenly spaced) from which :func:`centering_shift` estimates the mean and spread.
 CENTERING_SAMPLE = 4096
 
 
-def float32_shift(X):
-    """The point to subtract from dense float32 ``X`` before its distances, or None.
+def centering_shift(X):
+    """The point to subtract from dense ``X`` before its distances, or None.
 
     Mean and spread are estimated on :data:`CENTERING_SAMPLE` evenly spaced
     rows (copied to the host when ``X`` is a CuPy array); the shift is their
-    mean rounded to float32, which any point near the data would serve as
-    well. None for float64 data, and for data whose mean lies within
-    ``sqrt(CENTERING_RATIO)`` spreads of the origin.
+    mean rounded to the dtype of X, which any point near the data would serve
+    as well. None for data whose mean lies within ``sqrt(CENTERING_RATIO)``
+    spreads of the origin.
 
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)
-        Dense data, numpy or CuPy.
+        Dense float32 or float64 data, numpy or CuPy.
 
     Returns
     -------
     shift : float64 ndarray of shape (n_features,) or None
-        Exactly representable in float32.
+        Exactly representable in the dtype of X.
     """
-    if X.dtype != np.float32 or X.shape[0] == 0:
+    if X.shape[0] == 0:
         return None
     sample = np.asarray(to_numpy(X[::max(1, X.shape[0] // CENTERING_SAMPLE)]), dtype=np.float64)
-    shift = sample.mean(axis=0).astype(np.float32).astype(np.float64)
-    spread = float(np.mean(np.einsum("ij,ij->i", sample - shift, sample - shift)))
-    return shift if shift @ shift > CENTERING_RATIO * spread else None
+    with np.errstate(over="ignore", invalid="ignore"):  # data too large: the engine refuses them
+        shift = sample.mean(axis=0).astype(X.dtype).astype(np.float64)
+        spread = float(np.mean(np.einsum("ij,ij->i", sample - shift, sample - shift)))
+        far = bool(shift @ shift > CENTERING_RATIO * spread)
+    return shift if far and np.isfinite(spread) else None
 
 
 def power_of_two_scale(weights):

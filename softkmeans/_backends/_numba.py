@@ -11,8 +11,8 @@ costs about what a Lloyd iteration costs.
 Precision: float64 data gives the oracle's numbers to rounding. For float32
 data the cross term ``X C^T`` is a float32 GEMM (as in scikit-learn) and dense
 softmax weights use a float32 exp, so results agree with the oracle (which
-works in float64) to float32 precision; float32 data far from the origin
-are centered chunk by chunk for the cross term (:func:`._conditioning.float32_shift`).
+works in float64) to float32 precision. Dense data far from the origin are
+centred chunk by chunk for the cross term (:func:`._conditioning.centering_shift`).
 
 Compilation: with ``backend="auto"`` the kernels compile on a background
 thread while the passes run on the numpy engine (:mod:`._numba_warmup`).
@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from .._core.bounds import UNIT_ROUNDOFF, unit_roundoff
 from .._core.responsibilities import RelaxationSpec
 from ._chunks import row_blocks
-from ._conditioning import float32_shift, power_of_two_scale
+from ._conditioning import centering_shift, power_of_two_scale
 from ._numba_kernels import (
     OUT_DIST,
     OUT_FARTHEST,
@@ -461,27 +461,24 @@ class NumbaEngine(NumpyEngine):
         self._kernel_weights = (self.sample_weight if self._weight_scale == 1.0
                                 else _read_only(self.sample_weight / self._weight_scale))
         self.x_sq = self._sq_norms(X)
-        self._shift = None if sp.issparse(X) else float32_shift(X)
-        self._shifted_x_sq = None  # ||x_i - shift||^2, made by the kernels on their first pass
+        self._shift = None if sp.issparse(X) else centering_shift(X)
+        self._shifted_x_sq = None  # ||x_i - shift||^2, made on the first pass (by the kernels)
         self._holds = []  # of the BLAS limit, one per session entered (sessions nest)
 
-    def _sq_norms(self, X, shift=_NO_SHIFT):
+    def _sq_norms(self, X, shift=None):
         """``||x_i - shift||^2`` in float64; by the kernels when they are ready (no copy of X)."""
         if sp.issparse(X) or not self._kernels.ready.is_set():
-            return _row_sq_norms(X, shift if len(shift) else None)
+            return _row_sq_norms(X, shift)
         x_sq = np.empty(X.shape[0])
-        run_threads(dense_row_sq_norms, effective_n_threads(self.n_threads), X, shift, x_sq,
-                    limit_blas=False)
+        run_threads(dense_row_sq_norms, effective_n_threads(self.n_threads), X,
+                    _NO_SHIFT if shift is None else shift, x_sq, limit_blas=False)
         return x_sq
 
     def _kernel_data(self):
         """``(shift, x_sq)`` the dense kernels take: the shift in the dtype of X (empty for
         none) and the squared norms of the shifted rows."""
-        if self._shift is None:
-            return _NO_SHIFT.astype(self.X.dtype), self.x_sq
-        if self._shifted_x_sq is None:
-            self._shifted_x_sq = self._sq_norms(self.X, self._shift)
-        return self._shift.astype(self.X.dtype), self._shifted_x_sq
+        shift = _NO_SHIFT if self._shift is None else self._shift
+        return shift.astype(self.X.dtype), self._distance_norms()
 
     def __enter__(self):
         """Hold BLAS to one thread for every pass until the session ends (see PassSession).
@@ -518,10 +515,7 @@ class NumbaEngine(NumpyEngine):
         BLAS is held to one thread during it (:func:`blas_at_one_thread`: inside
         a session, a count only) unless ``limit_blas`` is False.
         """
-        centers = np.asarray(centers, dtype=np.float64)
-        if self._shift is not None:
-            centers = centers - self._shift
-        c_sq = np.einsum("ij,ij->i", centers, centers)
+        centers, c_sq = self._shifted_centers(centers)
         n = self.n_samples
         X = self.X
         labels = np.empty(n, dtype=np.int32)
@@ -593,8 +587,7 @@ class NumbaEngine(NumpyEngine):
         light = light[~far]
         if light.size == 0:
             return
-        points = centers[light]
-        p_sq = np.einsum("ij,ij->i", points, points)
+        points, p_sq = self._shifted_centers(centers[light])
         row_gaps = np.empty((self.n_samples, 1))
         self._pass(centers, spec, False, OUT_GAP, row_gaps)
         log_norm = row_gaps[:, 0] / spec.tau

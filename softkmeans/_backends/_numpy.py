@@ -1,7 +1,8 @@
 """The numpy engine: the readable reference every other engine is tested against.
 
 It walks over X in row blocks, computes the block's squared distances through
-the expansion ``||x||^2 - 2 x.mu + ||mu||^2`` (dense or CSR), turns them into
+the expansion ``||x||^2 - 2 x.mu + ||mu||^2`` (dense or CSR; dense data far
+from the origin are shifted first, :func:`._conditioning.centering_shift`), turns them into
 responsibilities with :mod:`softkmeans._core.responsibilities` and accumulates
 the sufficient statistics. Nothing of size ``n_samples x n_clusters`` is
 allocated unless a caller asks for it (``responsibilities``, ``sq_distances``).
@@ -13,6 +14,7 @@ import scipy.sparse as sp
 from .._core.bounds import UNIT_ROUNDOFF
 from .._core.responsibilities import block_responsibilities, log_sum_exp_block
 from ._chunks import row_blocks
+from ._conditioning import centering_shift
 from ._session import PassSession
 from ._stats import PassStats
 
@@ -35,9 +37,9 @@ def _row_sq_norms(X, shift=None):
                           .sum(axis=1)).ravel()
     out = np.empty(X.shape[0])
     for rows in row_blocks(X.shape[0], X.shape[1]):
-        block = np.asarray(X[rows], dtype=np.float64)
+        block = np.asarray(X[rows], dtype=np.float64)  # a view of float64 X
         if shift is not None:
-            block -= shift
+            block = block - shift
         np.einsum("ij,ij->i", block, block, out=out[rows])
     return out
 
@@ -113,6 +115,20 @@ class NumpyEngine(PassSession):
             np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         )
         self.x_sq = _row_sq_norms(X)
+        self._shift = None if sp.issparse(X) else centering_shift(X)
+        self._shifted_x_sq = None  # ||x_i - shift||^2, made on the first pass
+
+    def _sq_norms(self, X, shift=None):
+        """``||x_i - shift||^2`` of every row in float64 (:func:`_row_sq_norms`)."""
+        return _row_sq_norms(X, shift)
+
+    def _distance_norms(self):
+        """The squared norms the distances start from: of the shifted rows if X is shifted."""
+        if self._shift is None:
+            return self.x_sq
+        if self._shifted_x_sq is None:
+            self._shifted_x_sq = self._sq_norms(self.X, self._shift)
+        return self._shifted_x_sq
 
     @property
     def unit_roundoff(self):
@@ -129,22 +145,33 @@ class NumpyEngine(PassSession):
         return np.asarray(x.toarray() if sp.issparse(x) else x, dtype=np.float64).ravel()
 
     def _block_sq_distances(self, rows, centers, c_sq, twins=None):
-        """Squared distances of the rows ``rows`` to ``centers``; ``twins`` as
-        :func:`twin_columns` gives them (None: no two centroids are equal)."""
+        """Squared distances of the rows ``rows`` to ``centers`` (shifted like X, as
+        :meth:`_blocks` gives them); ``twins`` as :func:`twin_columns` gives them
+        (None: no two centroids are equal)."""
         Xb = self.X[rows]
         if sp.issparse(Xb):
             cross = np.asarray(Xb @ centers.T, dtype=np.float64)
         else:
-            cross = np.asarray(Xb, dtype=np.float64) @ centers.T
+            Xb = np.asarray(Xb, dtype=np.float64)
+            if self._shift is not None:
+                Xb = Xb - self._shift
+            cross = Xb @ centers.T
         if twins is not None and len(twins[0]):
             copies, originals = twins
             cross[:, copies] = cross[:, originals]
-        D = self.x_sq[rows, None] - 2.0 * cross + c_sq[None, :]
+        D = self._distance_norms()[rows, None] - 2.0 * cross + c_sq[None, :]
         return np.maximum(D, 0.0, out=D)
 
-    def _blocks(self, centers):
+    def _shifted_centers(self, centers):
+        """``(centers, c_sq)`` as :meth:`_block_sq_distances` takes them: float64, shifted
+        like X, and their squared norms."""
         centers = np.asarray(centers, dtype=np.float64)
-        c_sq = np.einsum("ij,ij->i", centers, centers)
+        if self._shift is not None:
+            centers = centers - self._shift
+        return centers, np.einsum("ij,ij->i", centers, centers)
+
+    def _blocks(self, centers):
+        centers, c_sq = self._shifted_centers(centers)
         twins = twin_columns(centers, c_sq)
         for rows in row_blocks(self.n_samples, centers.shape[0]):
             yield rows, self._block_sq_distances(rows, centers, c_sq, twins)
