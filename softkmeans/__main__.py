@@ -5,6 +5,9 @@ import sys
 
 __all__ = ["main"]
 
+_DESCRIPTION = ("softkmeans: soft, sparse (entmax) and annealed K-Means (arXiv 2603.04625). "
+                "Commands: demo, reproduce, compile; 'COMMAND --help' for each.")
+
 
 def seed(text):
     """An ``argparse`` type: an integer seed that numpy's generators accept."""
@@ -27,15 +30,19 @@ def main(argv=None):
     int
         Exit status.
     """
-    parser = argparse.ArgumentParser(prog="python -m softkmeans", description=__doc__)
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="python -m softkmeans", description=_DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"softkmeans {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="fit the three estimators on iris and print a table")
     demo.add_argument("--random-state", type=seed, default=0,
                       help="seed of the k-means++ starts (an integer in [0, 2**32))")
     commands.add_parser("reproduce", add_help=False,
                         help="reproduce the paper's experiments (see `reproduce --help`)")
-    commands.add_parser("compile", help="compile the numba kernels into numba's on-disk cache "
-                        "(once per installation; e.g. when building a container image)")
+    compile_help = ("compile the numba kernels into numba's on-disk cache (once per "
+                    "installation; e.g. when building a container image)")
+    commands.add_parser("compile", help=compile_help, description=compile_help)
     args, rest = parser.parse_known_args(argv)
     if args.command == "reproduce":
         from .experiments import main as reproduce

@@ -24,3 +24,20 @@ def test_demo_prints_table(capsys):
     out = capsys.readouterr().out
     for name in ("KMeans (scikit-learn)", "SoftKMeans", "EntmaxKMeans", "AnnealedKMeans"):
         assert name in out
+
+
+def test_command_line_shows_its_version_and_plain_help(capsys):
+    """--version answered that a command was required; --help showed reST markup."""
+    from softkmeans import __version__
+    from softkmeans.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"softkmeans {__version__}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "``" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["compile", "--help"])
+    assert "on-disk cache" in capsys.readouterr().out

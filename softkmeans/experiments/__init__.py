@@ -22,6 +22,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from ..datasets import DATASETS
 from ._common import Config, prepare
 from .annealing import annealing_paths, path_claims, run_annealing
 from .dynamics import run_dynamics
@@ -152,9 +153,11 @@ def main(argv=None):
                                      description="Reproduce Sec. 7 of arXiv 2603.04625.")
     parser.add_argument("--quick", action="store_true",
                         help="fewer initializations and temperatures (minutes)")
-    parser.add_argument("--out", default="softkmeans-reproduction", help="output folder")
+    parser.add_argument("--out", default="softkmeans-reproduction",
+                        help="output folder (default: %(default)s)")
     parser.add_argument("--n-init", type=int, default=None, help="paired initializations M")
-    parser.add_argument("--datasets", nargs="+", default=None, help="subset of the datasets")
+    parser.add_argument("--datasets", nargs="+", default=None, metavar="NAME",
+                        help=f"subset of the datasets (default: all): {', '.join(DATASETS)}")
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
