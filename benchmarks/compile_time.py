@@ -4,17 +4,18 @@ Every measurement is a new interpreter running the cases of the asv suite
 ``asv_bench/benchmarks/startup.py``: the untimed setup imports softkmeans and
 makes 2000 x 8 data, the timed statement is the first ``SoftKMeans(5).fit``.
 ``cold`` gives numba an empty cache directory (the first fit after an
-installation: the kernels compile on a background thread while the fit runs
+installation: the kernels compile in the background while the fit runs
 on the numpy engine), ``cold-numba`` the same with ``backend="numba"`` (the
 fit waits while numba compiles every kernel it calls), ``cached`` the
 default cache (filled by an untimed fit first: later processes). Rounds
 alternate the cases; the table holds median seconds (and the range) over the
 rounds, and the time of ``import softkmeans``.
 
-``--sizes NxDxK ...`` instead times cold first fits of larger dense float32
-data (a Gaussian mixture of K components, K of its rows as the start,
-``max_iter=50``), with ``backend="auto"`` and ``backend="numba"``: where the
-numba engine runs numpy passes during the compilation and where it waits.
+``--sizes NxDxK ...`` instead times first fits of larger dense float32 data (a
+Gaussian mixture of K components, ``max_iter=50``), starting from K of its
+rows or, with ``--init k-means++``, from k-means++: with the kernels cached,
+and cold with ``backend="auto"`` and ``backend="numba"``, where the numba
+engine runs numpy passes during the compilation and where it waits.
 
 ``--breakdown LAYOUT DTYPE`` instead runs one ``cold-numba`` first fit with
 numba's event recorder and lists what it compiled: each function's own seconds
@@ -26,6 +27,7 @@ Run from the repository root::
 
     python benchmarks/compile_time.py --repeats 5
     python benchmarks/compile_time.py --sizes 20000x32x20 100000x64x20 200000x64x50
+    python benchmarks/compile_time.py --sizes 1000000x64x100 --init k-means++
     python benchmarks/compile_time.py --breakdown dense float32
 """
 
@@ -49,7 +51,10 @@ from softkmeans import SoftKMeans
 X = make_blobs({n}, {d}, centers={k}, random_state=0)[0].astype("float32")
 init = X[::{n} // {k}][:{k}]
 """
-_LARGE_FIT = "SoftKMeans({k}, init=init, n_init=1, max_iter=50, backend={backend!r}).fit(X)"
+_LARGE_FIT = ("SoftKMeans({k}, init={init}, n_init=1, max_iter=50, random_state=0, "
+              "backend={backend!r}).fit(X)")
+#: ``--init`` choices: the source of the ``init`` argument of the large first fits.
+_INITS = {"array": "init", "k-means++": "'k-means++'"}
 
 _TIMED = """
 import time
@@ -154,17 +159,23 @@ def print_breakdown(records, top=15):
               f"{sum(r[1][1] for r in rest):>8.2f}")
 
 
-def large_first_fits(sizes, file=None):
-    """Print the cold first fit seconds of each ``(n, d, k)`` with both numba backends.
+def large_first_fits(sizes, init="array", file=None):
+    """Print the first fit seconds of each ``(n, d, k)``: cached, and cold with both backends.
 
-    ``file`` as in :func:`print` (standard output when None).
+    ``init`` is a key of :data:`_INITS`; ``file`` as in :func:`print`
+    (standard output when None).
     """
-    print(f"{'cold first fit, dense float32':<32}{'auto s':>10}{'numba s':>10}", file=file)
+    seconds_in_fresh_process(*first_fit_code("dense", "float32", "cached"))  # fill the cache
+    cases = [("cached", "auto"), ("cold", "auto"), ("cold", "numba")]
+    print(f"{f'first fit, dense float32, init {init}':<40}{'cached s':>10}{'cold auto s':>13}"
+          f"{'cold numba s':>14}", file=file)
     for n, d, k in sizes:
-        setup = COLD_CACHE + _LARGE_DATA.format(n=n, d=d, k=k)
-        seconds = [seconds_in_fresh_process(_LARGE_FIT.format(k=k, backend=backend), setup)
-                   for backend in ("auto", "numba")]
-        print(f"{f'{n} x {d}, k = {k}':<32}{seconds[0]:>10.2f}{seconds[1]:>10.2f}", file=file)
+        data = _LARGE_DATA.format(n=n, d=d, k=k)
+        seconds = [seconds_in_fresh_process(
+            _LARGE_FIT.format(k=k, init=_INITS[init], backend=backend),
+            (COLD_CACHE if cache == "cold" else "") + data) for cache, backend in cases]
+        print(f"{f'{n} x {d}, k = {k}':<40}{seconds[0]:>10.2f}{seconds[1]:>13.2f}"
+              f"{seconds[2]:>14.2f}", file=file)
 
 
 def _size(text):
@@ -181,7 +192,9 @@ def main(argv=None):
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=LAYOUTS)
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=DTYPES)
     parser.add_argument("--sizes", nargs="+", type=_size, metavar="NxDxK",
-                        help="cold first fits of larger data, auto against numba")
+                        help="first fits of larger data: cached, cold auto and cold numba")
+    parser.add_argument("--init", choices=_INITS, default="array",
+                        help="start of the --sizes fits: K rows of the data, or k-means++")
     parser.add_argument("--breakdown", nargs=2, metavar=("LAYOUT", "DTYPE"),
                         help="list what one cold first fit compiles (e.g. dense float32)")
     args = parser.parse_args(argv)
@@ -192,7 +205,7 @@ def main(argv=None):
         print_breakdown(breakdown_in_fresh_process(layout, dtype))
         return 0
     if args.sizes:
-        large_first_fits(args.sizes)
+        large_first_fits(args.sizes, args.init)
         return 0
     cases = [(layout, dtype, cache) for layout in args.layouts for dtype in args.dtypes
              for cache in CACHES]

@@ -57,7 +57,7 @@ class SoftKMeans(FixedTemperatureKMeans):
         ``softkmeans[gpu]``). ``"auto"`` is ``"cupy"`` for a CuPy array, else
         ``"numba"``, which does not wait for numba to compile its kernels:
         the first fit after installation runs its passes on the numpy engine
-        while they compile on a background thread (same results to
+        while they compile in the background (same results to
         rounding; passes of more than ``2**28`` multiply-adds wait), and
         ``"numba"`` waits for them (seconds, once per input kind and
         installation; numba caches them on disk).

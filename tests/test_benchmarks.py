@@ -107,12 +107,14 @@ def test_compile_breakdown_of_a_cold_first_fit(capsys):
     assert "more" in lines[-1]
 
 
-def test_large_cold_first_fits_print_both_backends(capsys):
-    assert _script("compile_time").main(["--sizes", "300x4x3"]) == 0
+@pytest.mark.parametrize("init", ["array", "k-means++"])
+def test_large_first_fits_print_cached_and_both_cold_backends(init, capsys):
+    assert _script("compile_time").main(["--sizes", "300x4x3", "--init", init]) == 0
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split()[-4:] == ["auto", "s", "numba", "s"]
+    assert f"init {init}" in header
+    assert header.endswith("cached s  cold auto s  cold numba s")
     assert row.startswith("300 x 4, k = 3")
-    assert all(float(value) > 0 for value in row.split()[-2:])
+    assert all(float(value) > 0 for value in row.split()[-3:])
 
 
 def test_size_argument_must_be_three_integers():

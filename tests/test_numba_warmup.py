@@ -1,4 +1,4 @@
-"""backend="auto": numpy passes while the numba kernels compile on a background thread."""
+"""backend="auto": numpy passes while the numba kernels compile in the background."""
 
 import multiprocessing
 import os
@@ -211,6 +211,67 @@ def test_warmup_of_a_failing_build_is_ready_for_the_pass_to_raise():
     assert isinstance(broken.error, RuntimeError)
 
 
+def _compiles_until(built):
+    """A build that makes numba compile until ``built`` is set, then loads (does nothing)."""
+    calls = []
+
+    def build():
+        calls.append("build")
+        if not built.is_set():
+            njit(cache=False)(lambda x: x * 2.0)(1.0)
+            calls.append("compiled here")
+
+    return build, calls
+
+
+def test_a_warmup_has_another_process_compile_and_then_loads():
+    built, release = threading.Event(), threading.Event()
+    build, calls = _compiles_until(built)
+
+    def elsewhere():
+        calls.append("elsewhere")
+        release.wait(60)  # the other process compiles until the test says so
+        built.set()
+        return True
+
+    kernels = KernelWarmup("test-elsewhere", build, elsewhere)
+    assert kernels.wait_unless_compiling(timeout=60) is False  # at once: they compile elsewhere
+    assert not kernels.ready.is_set()
+    release.set()
+    assert kernels.ready.wait(60) and kernels.error is None
+    assert calls == ["build", "elsewhere", "build"]  # stopped at numba's compilation, then loaded
+
+
+def test_a_warmup_that_finds_its_kernels_loads_them_without_another_process():
+    calls = []
+    kernels = KernelWarmup("test-cached", lambda: calls.append("build"),
+                           lambda: calls.append("elsewhere"))
+    assert kernels.wait_unless_compiling(timeout=60) is True
+    assert calls == ["build"]
+
+
+def test_when_the_other_process_fails_the_thread_compiles():
+    build, calls = _compiles_until(threading.Event())
+    kernels = KernelWarmup("test-failed-elsewhere", build,
+                           lambda: calls.append("elsewhere") or False)
+    assert kernels.ready.wait(60) and kernels.error is None
+    assert calls == ["build", "elsewhere", "build", "compiled here"]
+
+
+def test_an_exiting_process_does_not_load_what_another_compiled(monkeypatch):
+    """Its main thread has ended: nothing will call the kernels, and no load should run in
+    LLVM while the interpreter shuts down."""
+    ended = threading.Thread(target=lambda: None)
+    ended.start()
+    ended.join()
+    built = threading.Event()
+    build, calls = _compiles_until(built)
+    monkeypatch.setattr(threading, "main_thread", lambda: ended)
+    kernels = KernelWarmup("test-exiting", build, lambda: built.set() or True)
+    assert kernels.ready.wait(60)
+    assert calls == ["build"]
+
+
 def test_one_warmup_per_input_kind():
     calls = []
     key = ("test-kind", os.getpid())
@@ -223,15 +284,15 @@ def test_one_warmup_per_input_kind():
 _COLD_PROCESS = """
 import threading
 import numpy as np
-from numba import njit
 import scipy.sparse as sp
 from softkmeans import SoftKMeans
 from softkmeans._backends import _numba, _numba_warmup
+from softkmeans._backends._numba_kernels import csr_pass
 
 held = threading.Event()
-build = _numba._build_kernels
-# the background thread starts a compilation (the fit stops waiting), then waits for the test
-_numba._build_kernels = lambda kind: (njit(lambda: 0)(), held.wait(60), build(kind))
+in_child = _numba._build_kernels_in_child
+# the child interpreter compiles the kernels (the fit stops waiting) once the test says so
+_numba._build_kernels_in_child = lambda kind: held.wait(60) and in_child(kind)
 X = sp.csr_matrix(np.random.default_rng(0).normal(size=(300, 4)))
 first = SoftKMeans(3, random_state=0).fit(X)
 numpy_fit = SoftKMeans(3, random_state=0, backend="numpy").fit(X)
@@ -239,6 +300,9 @@ kernels = _numba_warmup._warmups[("CSR", "float64", "int32")]
 print(not kernels.ready.is_set(), np.array_equal(first.cluster_centers_,
                                                  numpy_fit.cluster_centers_))
 held.set()
+kernels.ready.wait(120)
+# this process loaded what the child compiled
+print(sum(csr_pass.stats.cache_hits.values()) >= 1 and kernels.error is None)
 """
 
 _WARM_PROCESS = """
@@ -259,7 +323,8 @@ print(hits, np.array_equal(first.cluster_centers_, numba_fit.cluster_centers_))
 
 
 def test_a_cold_process_fits_at_once_and_leaves_the_kernels_cached(tmp_path):
-    """The first fit runs on numpy; the process ends after the compilation, which it caches."""
+    """The first fit runs on numpy while a child interpreter compiles the kernels into the
+    cache; the process loads them from there, and the next one finds them."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
 
     def run(code):
@@ -268,6 +333,27 @@ def test_a_cold_process_fits_at_once_and_leaves_the_kernels_cached(tmp_path):
         assert done.returncode == 0, done.stderr
         return done.stdout.split()
 
-    assert run(_COLD_PROCESS) == ["True", "True"]
+    assert run(_COLD_PROCESS) == ["True", "True", "True"]
     hits, same = run(_WARM_PROCESS)
     assert int(hits) >= 1 and same == "True"  # loaded from the cache, used by the first fit
+
+
+@pytest.mark.parametrize(("code", "timeout", "built"), [
+    ("import sys; sys.exit(0)  # {path} {kind}", 60, True),
+    ("import sys; sys.exit(3)  # {path} {kind}", 60, False),  # failed: the thread compiles
+    ("import time; time.sleep(60)  # {path} {kind}", 0.5, False),  # stopped after its time
+])
+def test_a_child_build_says_whether_it_succeeded(monkeypatch, code, timeout, built):
+    monkeypatch.setattr(_numba, "_CHILD_BUILD", code)
+    monkeypatch.setattr(_numba, "CHILD_BUILD_TIMEOUT", timeout)
+    assert _numba._build_kernels_in_child(("dense", "float64")) is built
+
+
+def test_without_an_interpreter_to_start_the_thread_compiles(monkeypatch):
+    """Embedded and frozen applications have no Python to run a child with."""
+    assert _numba._can_build_in_child() is _numba.JIT_OPTIONS["cache"]
+    monkeypatch.setattr(sys, "executable", "")
+    assert not _numba._can_build_in_child()
+    monkeypatch.setattr(sys, "executable", "python")
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert not _numba._can_build_in_child()

@@ -6,7 +6,7 @@ timed statement is the first ``SoftKMeans.fit``. With ``"cached"`` numba
 loads the kernels from its on-disk cache (the suite's ``setup`` fills it
 first). The other cases point numba at an empty cache directory, as the first
 fit after an installation finds it: with ``"cold"`` (``backend="auto"``) the
-kernels compile on a background thread while the fit runs on the numpy
+kernels compile in the background while the fit runs on the numpy
 engine; with ``"cold-numba"`` (``backend="numba"``) the fit waits for numba
 to compile them. ``timeraw_import`` times ``import softkmeans`` alone.
 ``benchmarks/compile_time.py`` prints the same cases as a table.

@@ -14,8 +14,9 @@ softmax weights use a float32 exp, so results agree with the oracle (which
 works in float64) to float32 precision. Dense data far from the origin are
 centred chunk by chunk for the cross term (:func:`._conditioning.centering_shift`).
 
-Compilation: with ``backend="auto"`` the kernels compile on a background
-thread while the passes run on the numpy engine (:mod:`._numba_warmup`).
+Compilation: with ``backend="auto"`` the kernels compile in the background (in a
+child interpreter where numba caches them) while the passes run on the numpy
+engine (:mod:`._numba_warmup`).
 
 Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
 (``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
@@ -28,6 +29,8 @@ threads beyond rounding.
 import functools
 import os
 import queue
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -54,13 +57,13 @@ from ._numba_kernels import (
     dense_row_sq_norms,
     pass_layout,
 )
-from ._numba_rows import KINDS
+from ._numba_rows import JIT_OPTIONS, KINDS
 from ._numba_warmup import READY, warmup
 from ._numpy import NumpyEngine, _row_sq_norms, first_equal_rows
 from ._stats import PassStats
 
-__all__ = ["NUMPY_WORK_MAX", "NumbaEngine", "blocked_products", "compile_kernels",
-           "effective_n_threads", "input_kind", "run_threads"]
+__all__ = ["CHILD_BUILD_TIMEOUT", "NUMPY_WORK_MAX", "NumbaEngine", "blocked_products",
+           "compile_kernels", "effective_n_threads", "input_kind", "run_threads"]
 
 _HARD = RelaxationSpec("hard")
 #: A pass gets one more thread per this many multiply-adds of its distance computation;
@@ -362,15 +365,52 @@ def _build_kernels(kind):
     NumbaEngine(data)._pass(points[:4], RelaxationSpec("softmax", 1.0), True, limit_blas=False)
 
 
+#: Seconds a child interpreter gets to compile the kernels of an input kind (about 10 s here);
+#: one that runs longer is stopped, and the background thread compiles them itself.
+CHILD_BUILD_TIMEOUT = 600.0
+#: What a child interpreter runs to compile the kernels of an input kind into numba's cache.
+_CHILD_BUILD = """
+import sys
+sys.path[:] = {path!r}
+from softkmeans._backends._numba import _build_kernels
+_build_kernels({kind!r})
+"""
+
+
+def _build_kernels_in_child(kind):
+    """Compile the kernels of ``kind`` in a child interpreter, which caches them; whether it did.
+
+    The child imports this package from where this process did, with this
+    process's environment and numba cache directory.
+    """
+    env = dict(os.environ)
+    if numba.config.CACHE_DIR:
+        env["NUMBA_CACHE_DIR"] = numba.config.CACHE_DIR
+    code = _CHILD_BUILD.format(path=sys.path, kind=kind)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], env=env, check=False,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=CHILD_BUILD_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _can_build_in_child():
+    """Whether kernels compiled by a child interpreter reach this process: numba caches them."""
+    return JIT_OPTIONS["cache"] and bool(sys.executable) and not getattr(sys, "frozen", False)
+
+
 def _kernels_in_background(X):
     """The :class:`._numba_warmup.KernelWarmup` of the kernels for ``X``.
 
-    Their compilation starts on a background thread the first time an input
-    kind is asked for; this waits while the thread loads them from numba's
-    cache, not while it compiles them.
+    Their compilation starts in the background the first time an input kind
+    is asked for (by a child interpreter where numba caches them); this waits
+    while the thread loads them from numba's cache, not while they compile.
     """
     kind = input_kind(X)
-    kernels = warmup(kind, functools.partial(_build_kernels, kind))
+    elsewhere = functools.partial(_build_kernels_in_child, kind) if _can_build_in_child() else None
+    kernels = warmup(kind, functools.partial(_build_kernels, kind), elsewhere)
     kernels.wait_unless_compiling()
     return kernels
 
@@ -422,7 +462,7 @@ class NumbaEngine(NumpyEngine):
     wait_for_kernels : bool, default=True
         Whether a pass whose kernels are not compiled yet waits for numba to
         compile them (seconds, once per installation). False (``backend="auto"``)
-        compiles them on a background thread and runs the passes on the numpy
+        has them compiled in the background and runs the passes on the numpy
         engine until they are ready (:mod:`._numba_warmup`); results are the
         same to rounding.
 
@@ -656,7 +696,7 @@ def compile_kernels(file=None):
     foreground. Compiling takes seconds per kind and happens once per
     installation; a process that finds the kernels in the cache loads them
     in a fraction of a second. Fits with ``backend="auto"`` compile what they
-    need on a background thread instead; run this (``python -m softkmeans
+    need in the background instead; run this (``python -m softkmeans
     compile``) where the package is installed for many short-lived processes,
     e.g. when building a container image, so that none of them runs its
     first passes on the numpy engine meanwhile. numba reads a cache only from

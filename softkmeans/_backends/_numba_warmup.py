@@ -1,13 +1,26 @@
-"""Compiling the numba kernels on a background thread, so that fits need not wait for it.
+"""Compiling the numba kernels in the background, so that fits need not wait for it.
 
 numba compiles the kernels of an input kind (dense or CSR, float32 or
 float64) on the first pass that needs them: several seconds, once per
 installation (later processes load them from numba's on-disk cache in a
 fraction of a second). With ``backend="auto"`` the numba engine asks here for
-the kernels of its input kind, which starts their compilation on a background
-thread, and runs its passes on the numpy engine (the oracle, same results to
-rounding) until they are ready; only passes too large for that to pay wait
-for them (:data:`._numba.NUMPY_WORK_MAX`).
+the kernels of its input kind, which starts a background thread that makes
+them ready, and runs its passes on the numpy engine (the oracle, same results
+to rounding) until they are; only passes too large for that to pay wait for
+them (:data:`._numba.NUMPY_WORK_MAX`).
+
+Where numba caches the kernels on disk, the thread has them compiled by a
+child interpreter and then loads them from the cache. numba's typing is
+Python code that holds the GIL for seconds: compiled on a thread of the
+fitting process, it slowed every numpy pass and k-means++ draw running
+meanwhile, each waiting for the GIL whenever it came back from numpy (a
+k-means++ draw at 2e5 x 64 with 100 centroids took 7.3-8.8 s during the
+compilation, 3.2-4.1 s beside a child compiling, 2.0-2.4 s alone, on 2
+cores). The process then also holds numba's compiler lock only for the load
+(a fraction of a second), not while its user's own functions want to
+compile. Where numba cannot cache, or no child can be started, the thread
+compiles the kernels itself; so it does after a child that failed, or ran
+for more than :data:`._numba.CHILD_BUILD_TIMEOUT` seconds.
 
 A background thread that finds the kernels in numba's cache loads them
 without compiling; the engine waits for that (at most
@@ -21,7 +34,10 @@ out :data:`CACHE_LOAD_WAIT`.
 The thread is not a daemon: a process that ends while the kernels compile
 waits for them (a few seconds, once per installation), so that they reach
 numba's cache and the next process finds them, and so that no compilation is
-cut short inside LLVM while the interpreter shuts down.
+cut short inside LLVM while the interpreter shuts down. A thread whose child
+ends after the process's main thread has (the process is exiting) does not
+load the kernels; a child that fails (a Ctrl-C in the terminal interrupts it
+too) leaves the compilation to the thread, unless the process is exiting.
 
 A child made by ``os.fork`` while kernels compile does not have the thread:
 they are ``orphaned`` there, as are the kernels of every other input kind the
@@ -81,6 +97,23 @@ class _CompileSignal(event.Listener):
         pass
 
 
+class _CompileElsewhere(Exception):
+    """Raised on the warmup's thread where numba starts a compilation: a child will compile."""
+
+
+class _StopAtCompile(_CompileSignal):
+    """Stops the thread that made it where numba starts compiling (its cache lacks a kernel).
+
+    numba announces the compilation inside its compiler lock and the
+    dispatcher's compile context, which the exception leaves as for any
+    failed compilation.
+    """
+
+    def on_start(self, numba_event):
+        if threading.get_ident() == self.thread:
+            raise _CompileElsewhere
+
+
 class KernelWarmup:
     """The kernels of one input kind, made ready by a background thread.
 
@@ -91,6 +124,11 @@ class KernelWarmup:
     build : callable
         Called without arguments on the thread; it makes numba compile, or
         load from its cache, every kernel of the input kind.
+    build_elsewhere : callable, default=None
+        Called without arguments on the thread when ``build`` would compile:
+        it has another process compile the kernels into numba's on-disk
+        cache, and returns whether it succeeded; ``build`` then loads them.
+        None: ``build`` compiles them on the thread.
 
     Attributes
     ----------
@@ -105,24 +143,44 @@ class KernelWarmup:
         own thread if they are missing and raises the error there.
     """
 
-    def __init__(self, name, build):
+    def __init__(self, name, build, build_elsewhere=None):
         self.ready = threading.Event()
         self.orphaned = False
         self.error = None
         self._decided = threading.Event()  # ready, or numba started compiling them
         self._build = build
+        self._build_elsewhere = build_elsewhere
         self._thread = threading.Thread(target=self._run, name=f"softkmeans-compile-{name}")
         self._thread.start()
 
     def _run(self):
         try:
-            with event.install_listener("numba:compile", _CompileSignal(self._decided)):
-                self._build()
+            if self._build_elsewhere is None or not self._load_or_build_elsewhere():
+                with event.install_listener("numba:compile", _CompileSignal(self._decided)):
+                    self._build()
         except Exception as exc:  # noqa: BLE001 - raised again by the pass, see ``error``
             self.error = exc
         finally:
             self.ready.set()
             self._decided.set()
+
+    def _load_or_build_elsewhere(self):
+        """Load the kernels, having them compiled elsewhere first if need be; whether done.
+
+        False when the thread should compile them itself: the other process failed.
+        """
+        try:
+            with event.install_listener("numba:compile", _StopAtCompile(self._decided)):
+                self._build()
+            return True
+        except _CompileElsewhere:
+            self._decided.set()
+        built = self._build_elsewhere()
+        if not threading.main_thread().is_alive():
+            return True  # the process is exiting: nothing will use the kernels
+        if built:
+            self._build()
+        return built
 
     def wait_unless_compiling(self, timeout=None):
         """Wait for the kernels while they are being loaded; whether they are ready.
@@ -172,14 +230,14 @@ class _Ready:
 READY = _Ready()
 
 
-def warmup(key, build):
+def warmup(key, build, build_elsewhere=None):
     """The :class:`KernelWarmup` of input kind ``key``, started on the first request.
 
     Parameters
     ----------
     key : tuple
         The input kind (layout and dtypes); one warmup per key and process.
-    build : callable
+    build, build_elsewhere : callable
         As in :class:`KernelWarmup`, used on the first request only.
 
     Returns
@@ -193,5 +251,5 @@ def warmup(key, build):
         if found is None and _forked_while_compiling:
             found = _warmups[key] = _Orphaned()
         elif found is None:
-            found = _warmups[key] = KernelWarmup("-".join(map(str, key)), build)
+            found = _warmups[key] = KernelWarmup("-".join(map(str, key)), build, build_elsewhere)
         return found
