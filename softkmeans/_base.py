@@ -167,6 +167,10 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
         The random draws use the weights relative to the largest: the same
         draws at any scale of the weights, whose sums could otherwise overflow.
+        k-means++ runs on the data as the engine shifts them for their
+        distances (a shifted copy of X, as scikit-learn's ``KMeans`` centres
+        its data), so that data far from the origin get the same seeds as
+        centred ones; the seeds are X's own rows.
         """
         k = self.n_clusters
         w = engine.sample_weight / engine.sample_weight.max()
@@ -183,11 +187,13 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         if self.init == "random":
             rows = rng.choice(X.shape[0], size=k, replace=False, p=w / w.sum())
             return np.vstack([engine.row(i) for i in rows])
-        centers, _ = kmeans_plusplus(
-            engine.X, k, sample_weight=w, x_squared_norms=engine.x_sq.astype(X.dtype),
+        shift = engine.distance_shift
+        data = engine.X if shift is None else engine.X - shift.astype(X.dtype)
+        _, rows = kmeans_plusplus(
+            data, k, sample_weight=w, x_squared_norms=engine.distance_norms().astype(X.dtype),
             random_state=rng,
         )
-        return np.asarray(centers, dtype=np.float64)
+        return np.vstack([engine.row(i) for i in rows])
 
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering.

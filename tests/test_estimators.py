@@ -318,7 +318,8 @@ def test_n_threads_sets_the_threads_of_every_pass(Estimator, monkeypatch):
     run_threads = _numba.run_threads
 
     def counting_run_threads(kernel, n_threads, *args, **kwargs):
-        counts.append(n_threads)
+        if kernel is not _numba.dense_row_sq_norms:  # the row norms get threads by their size
+            counts.append(n_threads)
         return run_threads(kernel, n_threads, *args, **kwargs)
 
     monkeypatch.setattr(_numba, "run_threads", counting_run_threads)
@@ -461,3 +462,34 @@ def test_float64_data_far_from_the_origin_fit_as_centred_data(Estimator, backend
     np.testing.assert_allclose(far.predict_proba(X_far), centred.predict_proba(X), atol=1e-6)
     np.testing.assert_allclose(far.inertia_, centred.inertia_, rtol=1e-6)
     np.testing.assert_allclose(far.cluster_centers_ - offset, centred.cluster_centers_, atol=1e-6)
+
+
+def test_k_means_plus_plus_seeds_data_far_from_the_origin_as_centred_data():
+    """It ran on the unshifted data, whose float64 distances at an offset of 1e8 are rounding:
+    only the first seed matched, and the fits ended 25% above the centred ones' inertia."""
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(c, 1.0, size=(60, 2))
+                   for c in ([0, 0], [6, 0], [0, 6], [6, 6], [3, 3])])
+    offset = 1e8
+    starts = [SoftKMeans(5, n_init=1, random_state=3, max_iter=1, record_path="centers")
+              .fit(data).path_[0]["centers"][0] for data in (X, X + offset)]
+    np.testing.assert_allclose(starts[1] - offset, starts[0], atol=1e-7)
+    assert {tuple(row) for row in starts[1]} <= {tuple(row) for row in X + offset}  # X's rows
+
+
+@pytest.mark.filterwarnings("ignore:Number of distinct clusters")  # 4 of 5: not the point
+def test_gradient_descent_never_climbs_on_data_far_from_the_origin():
+    """Its rounding allowance was sized from the unshifted norms, 10 times |F| at an offset of
+    1e8, and it accepted a step that took F from 1976 to 20571."""
+    rng = np.random.RandomState(12)
+    k, d = rng.randint(2, 6), rng.randint(1, 3)
+    sizes = rng.randint(3, 60, size=k + 2)
+    X = np.vstack([rng.normal(rng.uniform(-10, 10, d), 0.5, size=(n, d)) for n in sizes])
+    init, offset = rng.uniform(-15, 15, (k, d)), 1e8
+    model = SoftKMeans(k, sigma=1.0, init=init + offset, algorithm="gradient", tol=1e-12,
+                       max_iter=300, record_path=True).fit(X + offset)
+    objective = np.asarray(model.path_[0]["objective"])
+    assert np.diff(objective).max() <= 1e-9 * abs(objective[-1])
+    centred = SoftKMeans(k, sigma=1.0, init=init, algorithm="gradient", tol=1e-12,
+                         max_iter=300).fit(X)
+    np.testing.assert_allclose(model.objective_, centred.objective_, rtol=1e-6)

@@ -352,8 +352,9 @@ def test_a_child_build_says_whether_it_succeeded(monkeypatch, code, timeout, bui
 def test_without_an_interpreter_to_start_the_thread_compiles(monkeypatch):
     """Embedded and frozen applications have no Python to run a child with."""
     assert _numba._can_build_in_child() is _numba.JIT_OPTIONS["cache"]
-    monkeypatch.setattr(sys, "executable", "")
-    assert not _numba._can_build_in_child()
+    for program in ("", "/usr/bin/uwsgi"):
+        monkeypatch.setattr(sys, "executable", program)
+        assert not _numba._can_build_in_child()
     monkeypatch.setattr(sys, "executable", "python")
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     assert not _numba._can_build_in_child()

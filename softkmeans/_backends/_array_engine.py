@@ -100,6 +100,7 @@ class ArrayEngine(PassSession):
         if self._shift is not None:
             x_sq = self._row_sq_norms(self._shift)
         self._x_sq = x_sq.astype(self.dtype)  # of the points the distances are computed from
+        self._host_distance_norms = None
         self._Xw = self._weighted_X()
 
     @property
@@ -132,6 +133,21 @@ class ArrayEngine(PassSession):
     @property
     def n_samples(self):
         return self._X.shape[0]
+
+    @property
+    def distance_shift(self):
+        """The point (float64, on the host) subtracted from X and the centroids before their
+        distances, or None (:func:`._conditioning.centering_shift`)."""
+        return None if self._shift is None else self._to_host(self._shift)
+
+    def distance_norms(self):
+        """``||x_i - shift||^2`` in float64 on the host (``x_sq`` when X is not shifted)."""
+        if self._shift is None:
+            return self.x_sq
+        if self._host_distance_norms is None:
+            self._host_distance_norms = np.asarray(
+                self._to_host(self._row_sq_norms(self._shift)), dtype=np.float64)
+        return self._host_distance_norms
 
     def row(self, i):
         """Observation ``i`` as a dense float64 host vector."""

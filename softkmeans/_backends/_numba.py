@@ -397,8 +397,15 @@ def _build_kernels_in_child(kind):
 
 
 def _can_build_in_child():
-    """Whether kernels compiled by a child interpreter reach this process: numba caches them."""
-    return JIT_OPTIONS["cache"] and bool(sys.executable) and not getattr(sys, "frozen", False)
+    """Whether a child interpreter can compile the kernels for this process.
+
+    numba must cache them, and ``sys.executable`` must be a Python
+    interpreter: an embedding application (uWSGI, a frozen executable) has
+    its own program there.
+    """
+    program = os.path.basename(sys.executable or "").lower()
+    return (JIT_OPTIONS["cache"] and program.startswith(("python", "pypy"))
+            and not getattr(sys, "frozen", False))
 
 
 def _kernels_in_background(X):
@@ -510,15 +517,16 @@ class NumbaEngine(NumpyEngine):
         if sp.issparse(X) or not self._kernels.ready.is_set():
             return _row_sq_norms(X, shift)
         x_sq = np.empty(X.shape[0])
-        run_threads(dense_row_sq_norms, effective_n_threads(self.n_threads), X,
-                    _NO_SHIFT if shift is None else shift, x_sq, limit_blas=False)
+        n_threads = min(effective_n_threads(self.n_threads), 1 + X.size // WORK_PER_THREAD)
+        run_threads(dense_row_sq_norms, n_threads, X, _NO_SHIFT if shift is None else shift,
+                    x_sq, limit_blas=False)
         return x_sq
 
     def _kernel_data(self):
         """``(shift, x_sq)`` the dense kernels take: the shift in the dtype of X (empty for
         none) and the squared norms of the shifted rows."""
         shift = _NO_SHIFT if self._shift is None else self._shift
-        return shift.astype(self.X.dtype), self._distance_norms()
+        return shift.astype(self.X.dtype), self.distance_norms()
 
     def __enter__(self):
         """Hold BLAS to one thread for every pass until the session ends (see PassSession).

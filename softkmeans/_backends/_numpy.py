@@ -122,8 +122,15 @@ class NumpyEngine(PassSession):
         """``||x_i - shift||^2`` of every row in float64 (:func:`_row_sq_norms`)."""
         return _row_sq_norms(X, shift)
 
-    def _distance_norms(self):
-        """The squared norms the distances start from: of the shifted rows if X is shifted."""
+    @property
+    def distance_shift(self):
+        """The point (float64) subtracted from X and the centroids before their distances,
+        or None (:func:`._conditioning.centering_shift`)."""
+        return self._shift
+
+    def distance_norms(self):
+        """``||x_i - shift||^2`` in float64: the squared norms the distances start from
+        (``x_sq`` when X is not shifted)."""
         if self._shift is None:
             return self.x_sq
         if self._shifted_x_sq is None:
@@ -159,7 +166,7 @@ class NumpyEngine(PassSession):
         if twins is not None and len(twins[0]):
             copies, originals = twins
             cross[:, copies] = cross[:, originals]
-        D = self._distance_norms()[rows, None] - 2.0 * cross + c_sq[None, :]
+        D = self.distance_norms()[rows, None] - 2.0 * cross + c_sq[None, :]
         return np.maximum(D, 0.0, out=D)
 
     def _shifted_centers(self, centers):

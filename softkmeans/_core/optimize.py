@@ -144,16 +144,19 @@ def _objective_noise(engine, stats, centers):
     """Rounding a pass's objective at ``centers`` can carry: about that of its terms' sizes.
 
     Each row's squared distances come from ``||x||^2 - 2 x.mu + ||mu||^2``, off
-    by a few unit roundoffs of ``||x||^2 + ||mu||^2``, and its relaxation term
-    (``F - J`` over the rows) by a few of its own size.
+    by a few unit roundoffs of ``||x||^2 + ||mu||^2`` (of the points the engine
+    forms them from: shifted, for data far from the origin), and its
+    relaxation term (``F - J`` over the rows) by a few of its own size.
     """
     weights = engine.sample_weight
     largest = float(weights.max(initial=0.0))
     if largest == 0.0:
         return 0.0
     total = float(weights.sum() / largest)
-    norms = float((weights / largest) @ engine.x_sq)
-    centers_sq = float(np.max(np.einsum("ij,ij->i", centers, centers), initial=0.0))
+    norms = float((weights / largest) @ engine.distance_norms())
+    shift = engine.distance_shift
+    shifted = centers if shift is None else centers - shift
+    centers_sq = float(np.max(np.einsum("ij,ij->i", shifted, shifted), initial=0.0))
     sizes = largest * (norms + total * centers_sq) + abs(stats.objective) + abs(stats.inertia)
     return _NOISE_ROUNDOFFS * engine.unit_roundoff * sizes
 

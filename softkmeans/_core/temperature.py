@@ -25,7 +25,8 @@ def auto_sigma(dmin, sample_weight, fallback_scale=1.0):
     ``sigma^2`` is :data:`AUTO_SIGMA_FRACTION` times the weighted mean squared
     distance of the observations to their nearest initial centroid, so that the
     temperature follows the scale of the data. When every observation sits on a
-    centroid (a zero mean distance) ``fallback_scale`` is used instead. The
+    centroid (a zero mean distance) ``fallback_scale`` is used instead, or 1
+    when it is 0 too (all observations equal). The
     result is clipped to ``[SIGMA_MIN, SIGMA_MAX]`` (of
     :mod:`softkmeans._core.responsibilities`), which only data with squared
     distances below about ``1e-299`` or above ``1e301`` reach.
