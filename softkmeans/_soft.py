@@ -32,8 +32,10 @@ class SoftKMeans(FixedTemperatureKMeans):
     algorithm : {"alternating", "gradient"}, default="alternating"
         ``"alternating"``: the closed-form weighted-mean update (an EM step; no
         learning rate). ``"gradient"``: gradient descent on ``F_sigma`` with one
-        step size for all centroids, chosen by a backtracking line search. The
-        two follow different trajectories.
+        step size for all centroids, chosen by a backtracking line search; a
+        run ends as converged when its step is within ``tol``, or when no step
+        lowers ``F_sigma`` beyond rounding (its gradient is at the rounding
+        level). The two follow different trajectories.
     init : {"k-means++", "random"}, callable or array-like of shape \
             (n_clusters, n_features), default="k-means++"
         Starting centroids: scikit-learn's :func:`~sklearn.cluster.kmeans_plusplus`,
