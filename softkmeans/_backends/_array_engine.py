@@ -97,10 +97,11 @@ class ArrayEngine(PassSession):
         self.x_sq = np.asarray(self._to_host(x_sq), dtype=np.float64)
         shift = None if self._is_sparse else centering_shift(self._X)
         self._shift = None if shift is None else self._to_device(shift)
+        self._distance_norms = self.x_sq
         if self._shift is not None:
             x_sq = self._row_sq_norms(self._shift)
+            self._distance_norms = np.asarray(self._to_host(x_sq), dtype=np.float64)
         self._x_sq = x_sq.astype(self.dtype)  # of the points the distances are computed from
-        self._host_distance_norms = None
         self._Xw = self._weighted_X()
 
     @property
@@ -142,12 +143,7 @@ class ArrayEngine(PassSession):
 
     def distance_norms(self):
         """``||x_i - shift||^2`` in float64 on the host (``x_sq`` when X is not shifted)."""
-        if self._shift is None:
-            return self.x_sq
-        if self._host_distance_norms is None:
-            self._host_distance_norms = np.asarray(
-                self._to_host(self._row_sq_norms(self._shift)), dtype=np.float64)
-        return self._host_distance_norms
+        return self._distance_norms
 
     def row(self, i):
         """Observation ``i`` as a dense float64 host vector."""

@@ -140,20 +140,29 @@ def gradient(stats, centers):
     return 2.0 * (stats.masses[:, None] * centers - stats.sums)
 
 
-def _objective_noise(engine, stats, centers):
+def _weighted_row_norms(engine):
+    """``(largest weight, sum of weights, sum of weights times ||x_i - shift||^2)``, the last
+    two over the largest weight (huge weights would overflow them)."""
+    weights = engine.sample_weight
+    largest = float(weights.max(initial=0.0))
+    if largest == 0.0:
+        return 0.0, 0.0, 0.0
+    relative = weights / largest
+    return largest, float(relative.sum()), float(relative @ engine.distance_norms())
+
+
+def _objective_noise(engine, stats, centers, row_norms):
     """Rounding a pass's objective at ``centers`` can carry: about that of its terms' sizes.
 
     Each row's squared distances come from ``||x||^2 - 2 x.mu + ||mu||^2``, off
     by a few unit roundoffs of ``||x||^2 + ||mu||^2`` (of the points the engine
     forms them from: shifted, for data far from the origin), and its
     relaxation term (``F - J`` over the rows) by a few of its own size.
+    ``row_norms`` is :func:`_weighted_row_norms` of the engine.
     """
-    weights = engine.sample_weight
-    largest = float(weights.max(initial=0.0))
+    largest, total, norms = row_norms
     if largest == 0.0:
         return 0.0
-    total = float(weights.sum() / largest)
-    norms = float((weights / largest) @ engine.distance_norms())
     shift = engine.distance_shift
     shifted = centers if shift is None else centers - shift
     centers_sq = float(np.max(np.einsum("ij,ij->i", shifted, shifted), initial=0.0))
@@ -262,11 +271,12 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     # 1e300, whose gradient squared would overflow.
     scale = max(float(stats.masses.max()), np.finfo(float).tiny)
     rate = 0.25  # halved here because every iteration starts by doubling the last accepted step
+    row_norms = _weighted_row_norms(engine)
     converged, n_iter = False, 0
     for n_iter in range(1, max_iter + 1):
         direction = gradient(stats, centers) / scale
         direction_sq = float(np.sum(direction * direction))
-        noise = _objective_noise(engine, stats, centers)
+        noise = _objective_noise(engine, stats, centers, row_norms)
         rate *= 2.0
         for _ in range(_MAX_HALVINGS):
             new = centers - rate * direction
