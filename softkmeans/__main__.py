@@ -40,8 +40,8 @@ def main(argv=None):
                       help="seed of the k-means++ starts (an integer in [0, 2**32))")
     commands.add_parser("reproduce", add_help=False,
                         help="reproduce the paper's experiments (see `reproduce --help`)")
-    compile_help = ("compile the numba kernels into numba's on-disk cache (once per "
-                    "installation; e.g. when building a container image)")
+    compile_help = ("compile the numba kernels into numba's on-disk cache (pip install does "
+                    "it; for editable installs, or another user's or NUMBA_CACHE_DIR's cache)")
     commands.add_parser("compile", help=compile_help, description=compile_help)
     args, rest = parser.parse_known_args(argv)
     if args.command == "reproduce":

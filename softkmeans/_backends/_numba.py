@@ -703,11 +703,14 @@ def compile_kernels(file=None):
     Every input kind (dense and CSR, float32 and float64) in turn, in the
     foreground. Compiling takes seconds per kind and happens once per
     installation; a process that finds the kernels in the cache loads them
-    in a fraction of a second. Fits with ``backend="auto"`` compile what they
-    need in the background instead; run this (``python -m softkmeans
-    compile``) where the package is installed for many short-lived processes,
-    e.g. when building a container image, so that none of them runs its
-    first passes on the numpy engine meanwhile. numba reads a cache only from
+    in a fraction of a second. ``pip install`` runs this in the build
+    directory (``setup.py``), so that the installed package carries the
+    kernels. Fits with ``backend="auto"`` compile what they lack in the
+    background instead; run this (``python -m softkmeans compile``) where the
+    kernels were not compiled at installation (an editable install, a wheel
+    built elsewhere, a cache in ``NUMBA_CACHE_DIR``) for many short-lived
+    processes, e.g. when building a container image, so that none of them
+    runs its first passes on the numpy engine meanwhile. numba reads a cache only from
     a directory it can write to: run this as the user the processes will run
     as, or point ``NUMBA_CACHE_DIR`` at the same directory, writable by them,
     both here and there (a cache that root filled next to the installed

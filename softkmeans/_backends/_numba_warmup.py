@@ -1,9 +1,10 @@
 """Compiling the numba kernels in the background, so that fits need not wait for it.
 
 numba compiles the kernels of an input kind (dense or CSR, float32 or
-float64) on the first pass that needs them: several seconds, once per
-installation (later processes load them from numba's on-disk cache in a
-fraction of a second). With ``backend="auto"`` the numba engine asks here for
+float64) on the first pass that needs them, unless ``pip install`` compiled
+them into the package (``setup.py``): several seconds, once per installation
+(later processes load them from numba's on-disk cache in a fraction of a
+second). With ``backend="auto"`` the numba engine asks here for
 the kernels of its input kind, which starts a background thread that makes
 them ready, and runs its passes on the numpy engine (the oracle, same results
 to rounding) until they are; only passes too large for that to pay wait for
