@@ -68,23 +68,24 @@ def _data(X):
                                      input_name="X"))
 
 
-def _engine(X, sample_weight, backend, n_threads):
+def _engine(X, sample_weight, backend, n_threads, centers, path=False):
+    """The engine on X and the validated ``centers`` (a path of configurations if ``path``).
+
+    X's squared distances are checked against its dtype with the centroids'
+    norms counted (:func:`~._backends.check_magnitude`), as in ``predict``.
+    """
     X = _data(X)
+    centers = check_array(centers, dtype=np.float64, input_name="centers", allow_nd=path)
+    if centers.shape[-1] != X.shape[1]:
+        raise ValueError(f"centers has {centers.shape[-1]} features; X has {X.shape[1]}.")
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if not np.any(weights > 0):
         raise ValueError("sample_weight is zero for every sample; at least one must be > 0.")
     validate_parameter_constraints({"n_threads": N_THREADS_CONSTRAINT}, {"n_threads": n_threads},
                                    caller_name="softkmeans.diagnostics")
-    return get_engine(backend, X, weights, n_threads)
-
-
-def _centers(centers, engine):
-    centers = check_array(centers, dtype=np.float64, input_name="centers")
-    if centers.shape[1] != engine.X.shape[1]:
-        raise ValueError(
-            f"centers has {centers.shape[1]} features; X has {engine.X.shape[1]}."
-        )
-    return centers
+    engine = get_engine(backend, X, weights, n_threads,
+                        centers=centers.reshape(-1, centers.shape[-1]))
+    return engine, centers
 
 
 def _alpha(alpha):
@@ -171,8 +172,8 @@ def margins(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     >>> delta.tolist(), delta_min
     ([9.0, 3.0, 15.0], 3.0)
     """
-    engine = _engine(X, sample_weight, backend, n_threads)
-    stats = engine.estep(_centers(centers, engine), _HARD, with_sums=False)
+    engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
+    stats = engine.estep(centers, _HARD, with_sums=False)
     return stats.margins, _hard_margins(stats, engine.sample_weight)[1]
 
 
@@ -202,8 +203,8 @@ def balance(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     >>> balance([[0.0], [1.0], [4.0], [5.0]], [[0.0], [5.0]])
     0.5
     """
-    engine = _engine(X, sample_weight, backend, n_threads)
-    stats = engine.estep(_centers(centers, engine), _HARD, with_sums=False)
+    engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
+    stats = engine.estep(centers, _HARD, with_sums=False)
     return float(stats.masses.min() / engine.sample_weight.sum())
 
 
@@ -237,8 +238,8 @@ def radii(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     >>> B.tolist(), R
     ([9.0, 10.0], 10.0)
     """
-    engine = _engine(X, sample_weight, backend, n_threads)
-    config = _configuration(engine, _centers(centers, engine))
+    engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
+    config = _configuration(engine, centers)
     return config.radii, config.R
 
 
@@ -273,11 +274,11 @@ def responsibilities(X, centers, sigma, alpha=None, *, backend="auto", n_threads
     >>> responsibilities([[0.0], [1.0]], [[0.0], [2.0]], sigma=0.5, alpha=1.5).tolist()
     [[1.0, 0.0], [0.5, 0.5]]
     """
-    engine = _engine(X, None, backend, n_threads)
+    engine, centers = _engine(X, None, backend, n_threads, centers)
     sigma = check_sigma(sigma)
     spec = (RelaxationSpec("softmax", sigma) if alpha is None
             else RelaxationSpec("entmax", sigma, _alpha(alpha)))
-    return engine.responsibilities(_centers(centers, engine), spec)
+    return engine.responsibilities(centers, spec)
 
 
 def identification_sigma(X, centers, alpha=1.5, *, per_sample=False, sample_weight=None,
@@ -360,8 +361,7 @@ def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, back
     1.0
     """
     sigma, alpha = check_sigma(sigma), _alpha(alpha)
-    engine = _engine(X, sample_weight, backend, n_threads)
-    centers = _centers(centers, engine)
+    engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
     stats = engine.estep(centers, _HARD, with_sums=False)
     return _unidentified_weight(stats.margins, engine.sample_weight, sigma, alpha, len(centers))
 
@@ -501,8 +501,8 @@ def _certificate(engine, centers, sigma, alpha, known=None, maps=True):
 
 
 def _setup(X, centers, sigma, alpha, sample_weight, backend, n_threads):
-    engine = _engine(X, sample_weight, backend, n_threads)
-    return engine, _centers(centers, engine), check_sigma(sigma), _alpha(alpha)
+    engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
+    return engine, centers, check_sigma(sigma), _alpha(alpha)
 
 
 def objective_gaps(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto",
@@ -628,9 +628,9 @@ def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="aut
         raise ValueError("centers must be one configuration (n_clusters, n_features) or a "
                          f"non-empty path of them (n_steps, n_clusters, n_features); got shape "
                          f"{np.shape(centers)}.")
-    engine = _engine(X, sample_weight, backend, n_threads)
+    engine, path = _engine(X, sample_weight, backend, n_threads, path, path=True)
     sigma = check_sigma(sigma)
-    configs = [_configuration(engine, _centers(mu, engine)) for mu in path]
+    configs = [_configuration(engine, mu) for mu in path]
     head = configs[:-1] or configs
     delta = min(c.margin_min for c in head)
     rho = min(c.rho for c in head)

@@ -230,9 +230,9 @@ def test_n_threads_reaches_the_engine_and_leaves_results_alone(data, function, a
     requested = []
     get_engine = diagnostics.get_engine
 
-    def recording(*engine_args):
-        requested.append(engine_args[-1])
-        return get_engine(*engine_args)
+    def recording(*engine_args, **options):
+        requested.append(engine_args[3])  # (backend, X, sample_weight, n_threads)
+        return get_engine(*engine_args, **options)
 
     monkeypatch.setattr(diagnostics, "get_engine", recording)
     one, two = (function(X, centers, *args, backend="numba", n_threads=n) for n in (1, 2))
@@ -255,6 +255,26 @@ def test_data_whose_squared_distances_leave_float64_is_rejected(data, scale, mat
                  lambda: margins(X * scale, centers * scale)):
         with pytest.raises(ValueError, match=f"X is {match} in magnitude"):
             call()
+
+
+@pytest.mark.parametrize(("dtype", "tiny"), [(np.float64, 1e-160), (np.float32, 1e-25)])
+def test_points_near_the_origin_are_diagnosed_against_unit_centroids(dtype, tiny):
+    """Their own squares underflow, but their distances to the centroids do not: the magnitude
+    check counts the centroids' norms, as predict's does (it refused X on its own)."""
+    X = np.zeros((3, 2), dtype)
+    X[1, 0], X[2, 1] = tiny, -tiny
+    centers = np.array([[1.0, 0.0], [-1.5, 0.0]])
+    delta, delta_min = margins(X, centers)
+    np.testing.assert_allclose(delta, 1.25, rtol=1e-6)  # 2.25 - 1
+    assert delta_min == pytest.approx(1.25, rel=1e-6)
+    assert unidentified_count(X, centers, 0.1) == 0
+    np.testing.assert_allclose(responsibilities(X, centers, 0.1, alpha=1.5), [[1, 0]] * 3)
+    assert certify(X, centers, 0.1).all_hold
+    c = fixed_point_constants(X, np.stack([centers, centers]), 0.1)
+    assert c["delta"] == pytest.approx(1.25, rel=1e-6)
+    assert c["R"] == pytest.approx(1.5)  # the farthest centroid
+    with pytest.raises(ValueError, match="X is too small in magnitude"):
+        margins(X, centers * tiny * 1e-10)  # the distances themselves underflow
 
 
 def test_csr_with_duplicate_entries_equals_dense(data):
