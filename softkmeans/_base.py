@@ -8,6 +8,7 @@ temperature once the data and the first starting centroids are known) and
 and :mod:`softkmeans._backends`.
 """
 
+import dataclasses
 import sys
 import warnings
 from abc import abstractmethod
@@ -54,6 +55,21 @@ def _warn(message, category):
     while frame is not None and frame.f_globals.get("__name__", "").startswith(_LIBRARY_PACKAGES):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def _at_stored_precision(run, dtype, engine):
+    """``run`` at its centroids rounded to ``dtype``, as ``cluster_centers_`` keeps them.
+
+    A float32 fit ends at float64 centroids; its statistics (labels,
+    inertia, objective, margins) and diagnostics are taken again at the
+    rounded ones, one more pass, so that they describe the stored model: what
+    ``predict``, ``score`` and :mod:`softkmeans.diagnostics` compute from it.
+    """
+    rounded = run.centers.astype(dtype).astype(np.float64)
+    if bool((rounded == run.centers).all()):
+        return run
+    spec = RelaxationSpec("hard") if run.sigmas is not None else run.spec  # annealing's polish
+    return dataclasses.replace(run, centers=rounded, stats=engine.estep(rounded, spec))
 
 
 class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
@@ -228,7 +244,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             run = self._run(engine, centers, rng)
             if best is None or self._run_key(run) < self._run_key(best):
                 best = run
-        self._store_run(best, X.dtype, engine)
+        self._store_run(_at_stored_precision(best, X.dtype, engine), X.dtype, engine)
         _warn_if_clusters_merged(self.labels_, self.n_clusters)
         for name in ("cluster_centers_", "labels_", "margins_"):
             setattr(self, name, like_input(getattr(self, name), X))

@@ -332,6 +332,22 @@ def test_fitted_diagnostics(data, cls, kwargs):
         assert not hasattr(model, "n_unidentified_")
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("cls", [SoftKMeans, EntmaxKMeans, AnnealedKMeans])
+def test_fitted_float32_diagnostics_describe_the_stored_centroids(data, cls, backend):
+    """A float32 fit keeps float32 centroids; its statistics and diagnostics are those of the
+    stored centroids, not of the float64 ones the run ended at (1e-4 apart, relative, in
+    identification_sigma_ far from the origin)."""
+    X = (data[0] + 300.0).astype(np.float32)
+    model = cls(3, random_state=0, backend=backend).fit(X)
+    mu, options = model.cluster_centers_, {"backend": backend}
+    assert mu.dtype == np.float32
+    np.testing.assert_array_equal(model.labels_, model.predict(X))
+    np.testing.assert_allclose(model.margins_, margins(X, mu, **options)[0], rtol=1e-12)
+    assert model.identification_sigma_ == pytest.approx(
+        identification_sigma(X, mu, **options), rel=1e-12)
+
+
 @pytest.mark.filterwarnings("ignore:Number of distinct clusters")  # merged centroids
 def test_warning_above_critical_temperature(data):
     X = data[0]
