@@ -59,11 +59,31 @@ def main(argv=None):
             print("numba has no writable cache directory here: the kernels were compiled for "
                   "this process only (set NUMBA_CACHE_DIR to keep them).")
             return 1
+        _print_cache_folder()
         return 0
     from ._demo import run_demo
 
     run_demo(args.random_state)
     return 0
+
+
+def _print_cache_folder():
+    """Say where numba put the kernels, and whether that is where NUMBA_CACHE_DIR asked."""
+    import os
+
+    import numba
+
+    from ._backends._numba_kernels import dense_pass
+
+    folder = getattr(getattr(dense_pass, "_cache", None), "cache_path", None)  # numba internals
+    if folder is None:
+        return
+    print(f"numba's cache folder: {folder}")
+    requested = numba.config.CACHE_DIR
+    if requested and os.path.commonpath([os.path.abspath(requested), folder]) != os.path.abspath(
+            requested):
+        print(f"NUMBA_CACHE_DIR ({requested}) is not writable, so numba used the folder above: "
+              "processes with the same NUMBA_CACHE_DIR find the kernels there too.")
 
 
 if __name__ == "__main__":

@@ -238,6 +238,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         engine = get_engine(self.backend, X, sample_weight, self.n_threads)
         best = None
         for i in range(self._n_init):
+            if self.verbose and self._n_init > 1:
+                print(f"initialization {i + 1}/{self._n_init}")
             centers = self._init_centers(X, engine, rng)
             if i == 0:
                 self._prepare(engine, centers)

@@ -70,7 +70,9 @@ class SoftKMeans(FixedTemperatureKMeans):
         numpy and CuPy engines do not use it. Results do not depend on it
         beyond rounding.
     verbose : int, default=0
-        Print the objective at each iteration when positive.
+        When positive, print the objective and the step of each iteration,
+        which of the ``n_init`` starts is running, and (AnnealedKMeans) each
+        temperature.
     record_path : bool or "centers", default=False
         Keep the per-iteration objective, distortion, step, number of label
         changes and sufficient-decrease bound in ``path_`` (and the iterates

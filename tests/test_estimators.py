@@ -342,6 +342,19 @@ def test_verbose_prints_iterations(blobs, capsys):
     assert model.n_iter_ == 3 and out.count("iteration") == 3 and "objective" in out
 
 
+def test_verbose_marks_the_starts_and_the_temperatures(capsys):
+    X = np.random.RandomState(0).uniform(size=(200, 2))
+    SoftKMeans(3, verbose=1, n_init=2, random_state=0, max_iter=2).fit(X)
+    out = capsys.readouterr().out.splitlines()
+    assert [out.index(line) for line in ("initialization 1/2", "initialization 2/2")] == [0, 3]
+    model = AnnealedKMeans(3, verbose=1, n_temperatures=3, random_state=0).fit(X)
+    out = capsys.readouterr().out.splitlines()
+    sigmas = [float(line.split()[-1]) for line in out if line.startswith("[anneal] temperature")]
+    np.testing.assert_allclose(sigmas, model.temperatures_, rtol=1e-4)
+    assert out[0].startswith("[anneal] temperature 1/3")
+    assert sum(line.startswith("[anneal] Lloyd") for line in out) == 1
+
+
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -196,6 +196,7 @@ def test_bad_config_is_named(changes, match):
     (["--datasets", "iris", "iris"], "datasets lists iris more than once"),
     (["--out", "/proc/softkmeans-cannot-be-here"], "cannot write to the output folder"),
     (["--out", "/proc"], "cannot write to the output folder"),  # exists, not writable
+    (["--out", ""], "--out needs a folder name"),  # wrote into the current folder
     (["--seed", "-1"], "seed must be an integer in [0, 2**32)"),
     (["--seed", str(2**32)], "seed must be an integer in [0, 2**32)"),
 ])

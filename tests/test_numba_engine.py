@@ -1,6 +1,7 @@
 """The numba engine against the numpy oracle, field by field."""
 
 import multiprocessing
+import os
 import subprocess
 import sys
 import threading
@@ -680,12 +681,25 @@ def test_compile_command_compiles_every_input_kind(capsys):
     from softkmeans._backends._numba_kernels import csr_pass, dense_pass
 
     assert main(["compile"]) == 0
-    lines = capsys.readouterr().out.splitlines()[1:]
-    assert [line.split(":")[0].split() for line in lines] == [
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0].split() for line in lines[1:5]] == [
         ["dense", "float32"], ["dense", "float64"], ["CSR", "float32"], ["CSR", "float64"]]
+    assert lines[5] == f"numba's cache folder: {dense_pass._cache.cache_path}"
+    assert len(lines) == 6
     for kernel in (dense_pass, csr_pass):
         for dtype in ("float32", "float64"):
             assert any(sig[0].dtype.name == dtype for sig in kernel.signatures)
+
+
+def test_compile_command_says_where_the_cache_went_when_numba_cache_dir_is_unusable():
+    env = {**os.environ, "NUMBA_CACHE_DIR": "/proc/softkmeans-cannot-be-here"}
+    done = subprocess.run([sys.executable, "-m", "softkmeans", "compile"], env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-2].startswith("numba's cache folder: ") and "/proc" not in lines[-2]
+    assert lines[-1].startswith("NUMBA_CACHE_DIR (/proc/softkmeans-cannot-be-here) is not "
+                                "writable")
 
 
 def test_compile_command_fails_without_a_cache_directory(capsys, monkeypatch):

@@ -183,7 +183,7 @@ def _one_session(run):
 
 def _report(verbose, label, it, stats, step):
     if verbose:
-        print(f"[{label}] iteration {it:4d}  objective {stats.objective:.10g}  step {step:.3e}")
+        print(f"[{label}] iteration {it:4d}  objective {stats.objective: .9e}  step {step:.3e}")
 
 
 @_one_session
@@ -337,7 +337,9 @@ def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
     """
     centers = np.array(centers, dtype=np.float64)
     objectives, iters, stages, total = [], [], [], 0
-    for sigma in sigmas:
+    for number, sigma in enumerate(sigmas, 1):
+        if verbose:
+            print(f"[anneal] temperature {number}/{len(sigmas)}  sigma {sigma:.4e}")
         centers = centers + perturbation * rng.standard_normal(centers.shape)
         stage = alternating(engine, centers, replace(spec, sigma=float(sigma)),
                             max_iter=max_iter, tol=tol, record_path=record_path,
@@ -347,6 +349,8 @@ def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
         iters.append(stage.n_iter)
         stages += stage.stages
         total += stage.n_iter
+    if verbose:
+        print("[anneal] Lloyd's algorithm from the last temperature's centroids")
     polish = alternating(engine, centers, HARD, max_iter=max_iter, tol=tol,
                          record_path=record_path, verbose=verbose)
     return RunResult(

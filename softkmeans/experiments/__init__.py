@@ -168,6 +168,8 @@ def main(argv=None):
         changes["n_init"] = args.n_init
     if args.datasets is not None:
         changes["datasets"] = tuple(args.datasets)
+    if not args.out.strip():
+        parser.error("--out needs a folder name; use --out . for the current folder")
     try:
         config = replace(config, **changes)
         Path(args.out).mkdir(parents=True, exist_ok=True)
