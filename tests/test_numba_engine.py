@@ -491,6 +491,33 @@ def test_softmax_gap_keeps_relative_precision_at_low_temperature():
     assert SOFTMAX_SKIP_EPS < np.finfo(np.float64).eps / 2
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dense_softmax_chunks_with_few_or_no_rows_in_the_products(dtype):
+    """Rows whose second weight is below LEAD_IN_PRODUCT_MIN add their nearest share on their
+    own; the products run over the other rows of the chunk, packed, or not at all."""
+    k_rows = chunk_rows(3)
+    centers = np.array([[0.0, 0.0], [1.0, 0.0], [10.0, 0.0]])
+    lead = np.array([0.05, 0.0])  # second weight exp(-80): below 1e-30, far above underflow
+    between = np.array([0.5, 0.3])  # tied between centroids 0 and 1
+    rows = [lead] * k_rows  # a chunk without a row in the products
+    rows += [between if r % 7 == 0 else lead for r in range(k_rows)]  # a few rows in them
+    rows += [between] * (k_rows // 2)  # every row in them
+    X = (np.array(rows) + np.random.RandomState(0).normal(scale=1e-3, size=(len(rows), 2)))
+    X = X.astype(dtype)
+    weights = np.random.RandomState(1).uniform(0.5, 2.0, size=len(X))
+    spec = RelaxationSpec("softmax", float(np.sqrt(0.9 / 80 / 2)))
+    engine, oracle = NumbaEngine(X, weights), NumpyEngine(X, weights)
+    got, want = engine.estep(centers, spec), oracle.estep(centers, spec)
+    _assert_stats_close(got, want, RTOL[dtype])
+    assert want.masses[1] > 0  # only the rows in the products reach centroid 1
+    for with_sums in (False, True):
+        masses = engine.estep(centers, spec, with_sums=with_sums).masses
+        np.testing.assert_allclose(masses, want.masses, rtol=RTOL[dtype])
+    resp = engine.responsibilities(centers, spec)
+    np.testing.assert_allclose(resp, oracle.responsibilities(centers, spec), rtol=RTOL[dtype],
+                               atol=RTOL[dtype])
+
+
 def test_entmax_single_centroid_and_ties():
     X = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 0.0], [3.0, 0.0]])
     for centers in (np.array([[0.5, 0.0]]), np.array([[0.0, 0.0], [2.0, 0.0]])):

@@ -272,7 +272,7 @@ def _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale):
 
 @njit(**_INNER)
 def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, out, labels, dmin,
-                         start, E, u_near, Xs, mass_buf, step, block, sums, masses, scalars):
+                         start, E, u_near, Xs, kept, mass_buf, step, block, sums, masses, scalars):
     """Finish a chunk whose rows are mostly soft: one exp per entry, a GEMM and a GEMV.
 
     ``E`` holds the chunk's shifted distances ``u`` and is overwritten with
@@ -297,9 +297,13 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
     weights, below ``1e-30`` of its own, are below the resolution of every
     centroid's sums but a light one's, which the engine sums again exactly
     (in float32 their products were subnormal or 0; the pass was 6% slower
-    at 1e6 x 100). The row's gap keeps them. The masses are not a column of
-    the product: 65 columns cost about 10% more than 64 (measured), more
-    than the GEMV.
+    at 1e6 x 100). The row's gap keeps them. The products then run over the
+    other rows only (their columns of ``E`` packed, their indices in
+    ``kept``), or not at all: at the paper's temperature at 1e6 x 100 about
+    one row in 500 takes part after the first iteration, and the product
+    cost as much as the cross term. The masses are not a column of the
+    product: 65 columns cost about 10% more than 64 (measured), more than
+    the GEMV.
     """
     k, rows = E.shape
     n_features = Xc.shape[1]
@@ -329,6 +333,7 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
                 others[r] += E[j, r]
     scale = u_near[0]
     _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale)
+    m = 0  # rows in the products so far
     for r in range(rows):
         i = start + r
         total = 1.0 + ratio[r] * others[r]
@@ -346,22 +351,33 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
             out[i, 0] = gap
         if ratio[r] >= LEAD_IN_PRODUCT_MIN:
             E[label[r], r] = dtype(1.0 / ratio[r])
+            if with_sums:
+                for f in range(n_features):
+                    Xs[m, f] = Xc[r, f] * scale[r]
+            scale[m] = scale[r]
+            kept[m] = r
+            m += 1
         else:
             lead = w[r] / total
             masses[label[r]] += lead
             if with_sums:
                 _axpy(lead, Xc, r, sums, label[r])
-            scale[r] = zero  # its other weights are dropped (see the docstring)
-        if with_sums:
-            for f in range(n_features):
-                Xs[r, f] = Xc[r, f] * scale[r]
-    np.dot(E, scale[:rows], mass_buf)
+    if m == 0:
+        return
+    # The products over the m rows that take part: E's columns packed in place, in order
+    # (a packed entry never lands beyond the entry it comes from).
+    packed = E.reshape(k * rows)[:k * m].reshape((k, m))
+    if m < rows:
+        for j in range(k):
+            for q in range(m):
+                packed[j, q] = E[j, kept[q]]
+    np.dot(packed, scale[:m], mass_buf)
     masses += mass_buf
     if not with_sums:
         return
     for j0 in range(0, k, step):
         j1 = min(j0 + step, k)
-        np.dot(E[j0:j1], Xs[:rows], block[j0:j1])
+        np.dot(packed[j0:j1], Xs[:m], block[j0:j1])
     for j in range(k):
         for f in range(n_features):
             sums[j, f] += block[j, f]
@@ -405,6 +421,7 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
     scaled_x = np.empty((chunk, n_features), X.dtype)
     label = np.empty(chunk, np.intp)
     hard = np.empty(chunk, np.bool_)
+    kept = np.empty(chunk, np.intp)
     row = np.empty(k)
     work = np.empty(k)
     idx = np.empty(k + 1, np.intp)
@@ -457,8 +474,8 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
             one_hot += hard[r]
         if kind == SOFTMAX and inv_tau > 0 and (rows - one_hot) * DENSE_FRACTION > rows:
             _dense_softmax_chunk(Xc, weights[start:stop], near, label, tau, inv_tau, with_sums,
-                                 out_mode, out, labels, dmin, start, U, u_near, scaled_x, mass_buf,
-                                 step, block, sums, masses, scalars)
+                                 out_mode, out, labels, dmin, start, U, u_near, scaled_x, kept,
+                                 mass_buf, step, block, sums, masses, scalars)
             continue
         if out_mode == OUT_NONE:  # the one-hot rows in one loop, the others one by one below
             _one_hot_rows(Xc, weights, first, label, hard, with_sums, labels, dmin, start, sums,
