@@ -695,6 +695,31 @@ def test_auto_backend_is_numba_on_cpu():
     assert isinstance(get_engine("auto", X), NumbaEngine)
 
 
+_WITHOUT_JIT = """
+import numpy as np
+from softkmeans import SoftKMeans
+from softkmeans.diagnostics import margins
+
+X = np.random.default_rng(0).normal(size=(200, 3))
+fits = [SoftKMeans(3, random_state=0, backend=b).fit(X) for b in ("auto", "numpy")]
+print(np.array_equal(fits[0].cluster_centers_, fits[1].cluster_centers_),
+      margins(X, fits[0].cluster_centers_)[1] > 0)
+try:
+    SoftKMeans(3, backend="numba").fit(X)
+except ValueError as exc:
+    print("NUMBA_DISABLE_JIT" in str(exc))
+"""
+
+
+def test_auto_backend_is_numpy_where_numbas_compiler_is_turned_off():
+    """NUMBA_DISABLE_JIT=1 (numba's debugging switch) leaves the kernels uncompilable."""
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_JIT], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]
+
+
 def test_engine_keeps_float32_and_weights():
     X, weights, _ = _data(np.float32, False)
     engine = NumbaEngine(X, weights)

@@ -51,20 +51,26 @@ print(len(compiled))
 @pytest.mark.skipif(tuple(map(int, numba.__version__.split(".")[:2])) < (0, 68),
                     reason="numba stamps its caches with the sources' contents since 0.68; "
                            "before, with their modification times, which installing changes")
-def test_kernels_compiled_at_build_time_load_where_the_package_is_installed(tmp_path):
+def test_kernels_compiled_at_build_time_load_where_the_package_is_installed(tmp_path,
+                                                                            monkeypatch):
     """The build directory's caches, copied elsewhere with new file times, spare every
-    compilation of the first fits (as pip installs a wheel)."""
+    compilation of the first fits (as pip installs a wheel). The builder's settings that
+    would send them elsewhere, compile none, or import another copy are ignored."""
     source = Path(softkmeans.__file__).parent
     build_lib, site = tmp_path / "build", tmp_path / "site"
     shutil.copytree(source, build_lib / "softkmeans",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    done = SETUP["compile_kernels_in"](build_lib)
-    assert done.returncode == 0, done.stderr
+    for name, value in [("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere")),
+                        ("NUMBA_DISABLE_JIT", "1"), ("PYTHONSAFEPATH", "1")]:
+        monkeypatch.setenv(name, value)
+    assert SETUP["compile_kernels_in"](build_lib) is None
     assert list((build_lib / "softkmeans").rglob("*.nbc"))
+    assert not (tmp_path / "elsewhere").exists()
     assert not list((build_lib / "softkmeans").rglob("*.pyc"))  # pip compiles the sources
     shutil.copytree(build_lib, site, copy_function=shutil.copy)  # new modification times
 
-    env = {name: value for name, value in os.environ.items() if name != "NUMBA_CACHE_DIR"}
+    env = {name: value for name, value in os.environ.items() if not name.startswith(
+        ("NUMBA_", "PYTHONSAFEPATH"))}
     ran = subprocess.run([sys.executable, "-c", _FIRST_FITS], cwd=site, env=env,
                          capture_output=True, text=True, check=False)
     assert ran.returncode == 0, ran.stderr
@@ -73,12 +79,12 @@ def test_kernels_compiled_at_build_time_load_where_the_package_is_installed(tmp_
     assert n_compiled == "0"
 
 
-def _hook(monkeypatch, editable=False):
-    """A BuildPyWithKernels whose standard build does nothing, and its compilations."""
+def _hook(monkeypatch, editable=False, build_lib="build-lib"):
+    """A BuildPyWithKernels whose standard build does nothing, and its warnings."""
     calls = []
     monkeypatch.setattr(SETUP["build_py"], "run", lambda self: None)
     hook = object.__new__(BuildPyWithKernels)
-    hook.editable_mode, hook.build_lib = editable, "build-lib"
+    hook.editable_mode, hook.build_lib = editable, build_lib
     hook.warn = calls.append
     return hook, calls
 
@@ -89,7 +95,7 @@ def test_the_hook_compiles_into_the_build_directory_and_warns_if_that_fails(monk
 
     def compile_kernels_in(build_lib):
         compiled_in.append(build_lib)
-        return subprocess.CompletedProcess([], 1, "", "numba failed")
+        return "numba failed"
 
     monkeypatch.setitem(BuildPyWithKernels.run.__globals__, "compile_kernels_in",
                         compile_kernels_in)
@@ -99,10 +105,15 @@ def test_the_hook_compiles_into_the_build_directory_and_warns_if_that_fails(monk
 
 
 @pytest.mark.parametrize(("editable", "precompile"), [(True, "1"), (False, "0")])
-def test_editable_installs_and_the_opt_out_skip_the_compilation(monkeypatch, editable,
+def test_editable_installs_and_the_opt_out_skip_the_compilation(tmp_path, monkeypatch, editable,
                                                                  precompile):
-    hook, _ = _hook(monkeypatch, editable)
+    """They skip it, and a reused build directory loses the caches of an earlier build."""
+    stale = tmp_path / "softkmeans" / "_backends" / "__pycache__" / "dense_pass.nbc"
+    stale.parent.mkdir(parents=True)
+    stale.touch()
+    hook, _ = _hook(monkeypatch, editable, tmp_path)
     monkeypatch.setenv("SOFTKMEANS_PRECOMPILE", precompile)
     monkeypatch.setitem(BuildPyWithKernels.run.__globals__, "compile_kernels_in",
                         lambda build_lib: pytest.fail("compiled"))
     hook.run()
+    assert not stale.exists()

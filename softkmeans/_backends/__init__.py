@@ -25,12 +25,13 @@ BACKENDS = {
 
 
 @lru_cache(maxsize=1)
-def _numba_available():
+def _numba_state():
+    """numba's state: "missing", "disabled" (NUMBA_DISABLE_JIT=1 set) or "ok"."""
     try:
-        import numba  # noqa: F401
+        import numba
     except ImportError:
-        return False
-    return True
+        return "missing"
+    return "disabled" if numba.config.DISABLE_JIT else "ok"
 
 
 def resolve_backend(name, X=None):
@@ -47,17 +48,22 @@ def resolve_backend(name, X=None):
     -------
     str
         For ``"auto"``: ``"cupy"`` for a CuPy array, else ``"numba"`` when numba
-        imports, ``"numpy"`` otherwise.
+        imports and compiles (not under ``NUMBA_DISABLE_JIT=1``), ``"numpy"``
+        otherwise.
     """
     if name != "auto":
         if name not in BACKENDS:
             raise ValueError(
                 f"Unknown backend {name!r}; expected 'auto' or one of {sorted(BACKENDS)}."
             )
+        if name == "numba" and _numba_state() == "disabled":
+            raise ValueError("backend='numba' needs numba's compiler, which the environment "
+                             "variable NUMBA_DISABLE_JIT turns off; use backend='auto' or "
+                             "'numpy'.")
         return name
     if is_cupy_array(X):
         return "cupy"
-    return "numba" if _numba_available() else "numpy"
+    return "numba" if _numba_state() == "ok" else "numpy"
 
 
 def check_magnitude(X, x_sq, centers=None):
