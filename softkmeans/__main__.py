@@ -50,6 +50,14 @@ def main(argv=None):
         return reproduce(rest)
     parser.parse_args(argv)
     if args.command == "compile":
+        from ._backends import _numba_state
+
+        state = _numba_state()
+        if state != "ok":
+            why = {"missing": "it is not installed",
+                   "disabled": "the environment variable NUMBA_DISABLE_JIT turns it off"}[state]
+            print(f"numba cannot compile the kernels here: {why}.", file=sys.stderr)
+            return 1
         from ._backends._numba import compile_kernels
         from ._backends._numba_rows import JIT_OPTIONS
 
@@ -78,6 +86,7 @@ def _print_cache_folder():
     folder = getattr(getattr(dense_pass, "_cache", None), "cache_path", None)  # numba internals
     if folder is None:
         return
+    folder = os.path.abspath(folder)  # relative where NUMBA_CACHE_DIR is
     print(f"numba's cache folder: {folder}")
     requested = numba.config.CACHE_DIR
     if requested and os.path.commonpath([os.path.abspath(requested), folder]) != os.path.abspath(

@@ -76,6 +76,9 @@ def _engine(X, sample_weight, backend, n_threads, centers, path=False):
     """
     X = _data(X)
     centers = check_array(centers, dtype=np.float64, input_name="centers", allow_nd=path)
+    if centers.ndim == 3 and centers.shape[1] == 0:  # check_array counts the steps only
+        raise ValueError(f"centers has no centroid (shape {centers.shape}); every "
+                         "configuration of the path needs at least one.")
     if centers.shape[-1] != X.shape[1]:
         raise ValueError(f"centers has {centers.shape[-1]} features; X has {X.shape[1]}.")
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)

@@ -248,12 +248,13 @@ def test_bad_n_threads_is_named(data, n_threads):
         margins(X, centers, n_threads=n_threads)
 
 
-@pytest.mark.parametrize(("scale", "match"), [(1e160, "too large"), (1e-160, "too small")])
+@pytest.mark.parametrize(("scale", "match"), [(1e160, "X is too large"),
+                                               (1e-160, "X and centers are too small")])
 def test_data_whose_squared_distances_leave_float64_is_rejected(data, scale, match):
     X, centers, _ = data
     for call in (lambda: certify(X * scale, centers * scale, 1.0, **NP),
                  lambda: margins(X * scale, centers * scale)):
-        with pytest.raises(ValueError, match=f"X is {match} in magnitude"):
+        with pytest.raises(ValueError, match=f"{match} in magnitude"):
             call()
 
 
@@ -273,8 +274,19 @@ def test_points_near_the_origin_are_diagnosed_against_unit_centroids(dtype, tiny
     c = fixed_point_constants(X, np.stack([centers, centers]), 0.1)
     assert c["delta"] == pytest.approx(1.25, rel=1e-6)
     assert c["R"] == pytest.approx(1.5)  # the farthest centroid
-    with pytest.raises(ValueError, match="X is too small in magnitude"):
+    with pytest.raises(ValueError, match="X and centers are too small in magnitude"):
         margins(X, centers * tiny * 1e-10)  # the distances themselves underflow
+
+
+def test_centers_too_large_for_the_dtype_are_named():
+    X = np.ones((5, 2), np.float32)
+    with pytest.raises(ValueError, match="centers are too large in magnitude for float32"):
+        margins(X, [[1e19, 0.0], [-1e19, 0.0]])
+
+
+def test_a_path_of_configurations_without_centroids_is_refused(data):
+    with pytest.raises(ValueError, match="centers has no centroid"):
+        fixed_point_constants(data[0], np.zeros((2, 0, data[0].shape[1])), 1.0)
 
 
 def test_csr_with_duplicate_entries_equals_dense(data):

@@ -754,6 +754,32 @@ def test_compile_command_says_where_the_cache_went_when_numba_cache_dir_is_unusa
                                 "writable")
 
 
+def test_compile_command_resolves_a_relative_cache_folder(tmp_path, capsys, monkeypatch):
+    """numba keeps NUMBA_CACHE_DIR relative; comparing it with an absolute path raised."""
+    import numba
+
+    from softkmeans.__main__ import _print_cache_folder
+    from softkmeans._backends._numba_kernels import dense_pass
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "relcache")
+    monkeypatch.setattr(dense_pass, "_cache", SimpleNamespace(cache_path="relcache/_backends_1"))
+    _print_cache_folder()
+    assert capsys.readouterr().out == f"numba's cache folder: {tmp_path}/relcache/_backends_1\n"
+
+
+@pytest.mark.parametrize(("state", "why"), [
+    ("disabled", "the environment variable NUMBA_DISABLE_JIT turns it off"),
+    ("missing", "it is not installed")])
+def test_compile_command_says_why_numba_cannot_compile(state, why, capsys, monkeypatch):
+    import softkmeans._backends as backends
+    from softkmeans.__main__ import main
+
+    monkeypatch.setattr(backends, "_numba_state", lambda: state)
+    assert main(["compile"]) == 1
+    assert capsys.readouterr().err == f"numba cannot compile the kernels here: {why}.\n"
+
+
 def test_compile_command_fails_without_a_cache_directory(capsys, monkeypatch):
     from softkmeans.__main__ import main
     from softkmeans._backends import _numba_rows

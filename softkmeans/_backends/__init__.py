@@ -80,23 +80,28 @@ def check_magnitude(X, x_sq, centers=None):
     x_sq : ndarray of shape (n_samples,)
         Squared row norms of X in float64 (an engine's ``x_sq``).
     centers : ndarray of shape (n_clusters, n_features), default=None
-        Fitted centroids (float64) that X's distances are taken to: their
-        norms count too, so that points near the origin can be predicted.
+        Centroids (float64) that X's distances are taken to: their norms
+        count too, so that points near the origin can be predicted. The
+        message names whichever of X and centers holds the largest norm.
     """
     info = np.finfo(X.dtype)
-    norms = [x_sq] if centers is None else [x_sq, np.einsum("ij,ij->i", centers, centers)]
-    largest = max((float(values.max()) for values in norms if len(values)), default=0.0)
+    x_largest = float(x_sq.max(initial=0.0))
+    c_largest = 0.0 if centers is None else float(
+        np.einsum("ij,ij->i", centers, centers).max(initial=0.0))
+    largest = max(x_largest, c_largest)
     high, low = float(info.max) / 16, float(info.tiny / info.eps)
     if not largest <= high:
         size, fate, limit = "large", "overflow", high
+        culprit = "X is" if x_largest >= c_largest else "centers are"
     elif largest < low and (largest > 0 or bool((X.data if hasattr(X, "indptr") else X).any())):
         size, fate, limit = "small", "underflow", low
+        culprit = "X is" if centers is None else "X and centers are"
     else:
         return
     raise ValueError(
-        f"X is too {size} in magnitude for {np.dtype(X.dtype).name}: squared distances would "
-        f"{fate} (largest squared norm {largest:.3g}, limit {limit:.3g}). Rescale the data, "
-        "for example with StandardScaler."
+        f"{culprit} too {size} in magnitude for {np.dtype(X.dtype).name}: squared distances "
+        f"would {fate} (largest squared norm {largest:.3g}, limit {limit:.3g}). Rescale the "
+        "data, for example with StandardScaler."
     )
 
 
