@@ -17,6 +17,11 @@ rows or, with ``--init k-means++``, from k-means++: with the kernels cached,
 and cold with ``backend="auto"`` and ``backend="numba"``, where the numba
 engine runs numpy passes during the compilation and where it waits.
 
+``--installed PYTHON`` adds to them the first fit of a fresh process of
+``PYTHON``, the interpreter of an environment where ``pip install .`` put the
+package with its kernels compiled (run outside the repository, without
+``NUMBA_CACHE_DIR``): what a user's first fit costs after installing.
+
 ``--breakdown LAYOUT DTYPE`` instead runs one ``cold-numba`` first fit with
 numba's event recorder and lists what it compiled: each function's own seconds
 (its callees' compilations taken out), the seconds numba held its LLVM lock
@@ -28,14 +33,17 @@ Run from the repository root::
     python benchmarks/compile_time.py --repeats 5
     python benchmarks/compile_time.py --sizes 20000x32x20 100000x64x20 200000x64x50
     python benchmarks/compile_time.py --sizes 1000000x64x100 --init k-means++
+    python benchmarks/compile_time.py --sizes 200000x64x50 --installed /path/to/venv/bin/python
     python benchmarks/compile_time.py --breakdown dense float32
 """
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -64,16 +72,27 @@ print(repr(time.perf_counter() - _start))
 """
 
 
-def seconds_in_fresh_process(statement, setup=""):
-    """Wall seconds of ``statement`` in a new interpreter, after ``setup`` (not timed)."""
+def seconds_in_fresh_process(statement, setup="", python=None):
+    """Wall seconds of ``statement`` in a new interpreter, after ``setup`` (not timed).
+
+    ``python``: another environment's interpreter, run outside the repository
+    without ``NUMBA_CACHE_DIR`` or ``PYTHONPATH``, so that it imports the
+    package installed there and numba's cache next to it.
+    """
     return float(_last_line_of_fresh_process(
-        textwrap.dedent(setup) + _TIMED.format(statement=statement)))
+        textwrap.dedent(setup) + _TIMED.format(statement=statement), python))
 
 
-def _last_line_of_fresh_process(code):
-    """The last line ``code`` prints in a new interpreter."""
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, check=False)
+def _last_line_of_fresh_process(code, python=None):
+    """The last line ``code`` prints in a new interpreter (``python``'s, see above)."""
+    if python is None:
+        command, cwd, env = [sys.executable, "-c", code], ROOT, None
+    else:
+        command, cwd = [python, "-c", code], tempfile.gettempdir()
+        env = {name: value for name, value in os.environ.items()
+               if name not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                          check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the measured process failed:\n{done.stderr}")
     return done.stdout.strip().splitlines()[-1]
@@ -159,23 +178,32 @@ def print_breakdown(records, top=15):
               f"{sum(r[1][1] for r in rest):>8.2f}")
 
 
-def large_first_fits(sizes, init="array", file=None):
+def large_first_fits(sizes, init="array", installed=None, file=None):
     """Print the first fit seconds of each ``(n, d, k)``: cached, and cold with both backends.
 
-    ``init`` is a key of :data:`_INITS`; ``file`` as in :func:`print`
+    ``init`` is a key of :data:`_INITS`; ``installed``, the interpreter of an
+    environment where pip installed the package, adds its first fit (see
+    :func:`seconds_in_fresh_process`); ``file`` as in :func:`print`
     (standard output when None).
     """
     seconds_in_fresh_process(*first_fit_code("dense", "float32", "cached"))  # fill the cache
-    cases = [("cached", "auto"), ("cold", "auto"), ("cold", "numba")]
-    print(f"{f'first fit, dense float32, init {init}':<40}{'cached s':>10}{'cold auto s':>13}"
-          f"{'cold numba s':>14}", file=file)
+    cases = [("cached", "auto", None), ("cold", "auto", None), ("cold", "numba", None)]
+    header = f"{'cached s':>10}{'cold auto s':>13}{'cold numba s':>14}"
+    if installed:
+        cases.append(("installed", "auto", installed))
+        header += f"{'installed s':>13}"
+    print(f"{f'first fit, dense float32, init {init}':<40}{header}", file=file)
     for n, d, k in sizes:
         data = _LARGE_DATA.format(n=n, d=d, k=k)
         seconds = [seconds_in_fresh_process(
             _LARGE_FIT.format(k=k, init=_INITS[init], backend=backend),
-            (COLD_CACHE if cache == "cold" else "") + data) for cache, backend in cases]
-        print(f"{f'{n} x {d}, k = {k}':<40}{seconds[0]:>10.2f}{seconds[1]:>13.2f}"
-              f"{seconds[2]:>14.2f}", file=file)
+            (COLD_CACHE if cache == "cold" else "") + data, python)
+            for cache, backend, python in cases]
+        widths = (10, 13, 14, 13)[:len(seconds)]
+        print(f"{f'{n} x {d}, k = {k}':<40}"
+              + "".join(f"{value:>{width}.2f}" for value, width in zip(seconds, widths,
+                                                                        strict=True)),
+              file=file)
 
 
 def _size(text):
@@ -195,6 +223,9 @@ def main(argv=None):
                         help="first fits of larger data: cached, cold auto and cold numba")
     parser.add_argument("--init", choices=_INITS, default="array",
                         help="start of the --sizes fits: K rows of the data, or k-means++")
+    parser.add_argument("--installed", metavar="PYTHON",
+                        help="with --sizes: also the first fit of this interpreter's installed "
+                             "package (e.g. a venv's bin/python after pip install .)")
     parser.add_argument("--breakdown", nargs=2, metavar=("LAYOUT", "DTYPE"),
                         help="list what one cold first fit compiles (e.g. dense float32)")
     args = parser.parse_args(argv)
@@ -205,7 +236,7 @@ def main(argv=None):
         print_breakdown(breakdown_in_fresh_process(layout, dtype))
         return 0
     if args.sizes:
-        large_first_fits(args.sizes, args.init)
+        large_first_fits(args.sizes, args.init, args.installed)
         return 0
     cases = [(layout, dtype, cache) for layout in args.layouts for dtype in args.dtypes
              for cache in CACHES]
