@@ -76,9 +76,6 @@ def _engine(X, sample_weight, backend, n_threads, centers, path=False):
     """
     X = _data(X)
     centers = check_array(centers, dtype=np.float64, input_name="centers", allow_nd=path)
-    if centers.ndim == 3 and centers.shape[1] == 0:  # check_array counts the steps only
-        raise ValueError(f"centers has no centroid (shape {centers.shape}); every "
-                         "configuration of the path needs at least one.")
     if centers.shape[-1] != X.shape[1]:
         raise ValueError(f"centers has {centers.shape[-1]} features; X has {X.shape[1]}.")
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
@@ -631,6 +628,9 @@ def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="aut
         raise ValueError("centers must be one configuration (n_clusters, n_features) or a "
                          f"non-empty path of them (n_steps, n_clusters, n_features); got shape "
                          f"{np.shape(centers)}.")
+    if path.shape[1] == 0:  # check_array in _engine counts the steps of a path only
+        raise ValueError(f"centers has no centroid (shape {path.shape}); every "
+                         "configuration of the path needs at least one.")
     engine, path = _engine(X, sample_weight, backend, n_threads, path, path=True)
     sigma = check_sigma(sigma)
     configs = [_configuration(engine, mu) for mu in path]
