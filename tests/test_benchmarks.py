@@ -2,6 +2,7 @@
 
 import importlib.util
 import inspect
+import json
 import sys
 from pathlib import Path
 
@@ -156,3 +157,48 @@ def test_compare_prints_every_contender_with_its_ratios(capsys, monkeypatch):
     assert memory.endswith(f"X = {n * 64 * 4 / 1e6:.0f} MB")
     annealed = next(line for line in lines if line.startswith("AnnealedKMeans"))
     assert f"n={n:.0e} k={k}" in annealed and "x one KMeans fit" in annealed
+
+
+def test_quality_distortion_is_kmeans_inertia():
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import make_blobs
+
+    quality = _script("quality")
+    X, _ = make_blobs(500, n_features=3, centers=4, random_state=0)
+    model = KMeans(4, n_init=1, random_state=0).fit(X)
+    assert quality.distortion(X, model.cluster_centers_, chunk=128) == pytest.approx(
+        model.inertia_, rel=1e-9)
+
+
+def test_quality_quick_battery_writes_its_tables(tmp_path, capsys):
+    quality = _script("quality")
+    names = ["iris", "blobs20"]
+    argv = ["--quick", "--datasets", *names, "--ref-runs", "3", "--repeats", "1",
+            "--seeds", "0", "1", "--out", str(tmp_path)]
+    assert quality.main(argv) == 0
+    text = capsys.readouterr().out
+    assert (tmp_path / "quality.md").read_text() == text
+    assert (tmp_path / "quality.png").stat().st_size > 0
+    contenders = list(quality.CONTENDERS)
+    sections = {}
+    for block in text.split("\n## ")[1:]:
+        title, *lines = block.splitlines()
+        sections[title] = [line.strip("| ").split(" | ") for line in lines if line.startswith("|")]
+    ratios = sections["J / J* (J* = best of 3 single-start KMeans runs)"]
+    assert ratios[0] == ["dataset", "J*", *contenders]
+    assert [row[0].split()[0] for row in ratios[2:]] == names
+    times = sections["Fit time / KMeans(n_init=10)"]
+    total = times[-1]
+    assert total[0] == "**total**" and total[2 + contenders.index("KMeans(n_init=10)")] == "1.00"
+    assert len(sections["ARI against the true labels"]) == 2 + len(names)
+    assert len(sections["AnnealedKMeans(): J / J* over random_state in 0 1"]) == 2 + len(names)
+    results = json.loads((tmp_path / "quality.json").read_text())
+    for result in results:
+        entries = result["contenders"]
+        assert set(entries) == set(contenders)
+        # KMeans(n_init=1, random_state=0) is one of the reference runs; on these data
+        # every start of KMeans(n_init=10) reaches the same best fit.
+        for name in ("KMeans(n_init=1)", "KMeans(n_init=10)"):
+            assert entries[name]["J_ratio"] >= 1 - 1e-9
+        assert all(entry["seconds"] > 0 for entry in entries.values())
+        assert 0 < result["sigma"]["same_start_ratio"] and len(result["annealed_seeds"]) == 2
