@@ -21,13 +21,15 @@ Run from the repository root, with the fast BLAS kernel for this command only::
 
     OPENBLAS_CORETYPE=SkylakeX python benchmarks/quality.py --seeds 0 1 2 3 4 --out quality
 
-``--out DIR`` writes ``quality.md`` (the printed report), ``quality.json`` (every figure)
-and ``quality.png`` (J / J* per dataset and contender). ``--quick`` shrinks every dataset
-and the reference (for tests); ``--datasets`` picks some of them.
+``--out DIR`` writes ``quality.md`` (the printed report), ``quality.rst`` (the same for the
+docs' quality page), ``quality.json`` (every figure) and ``quality.png`` (J / J* per dataset
+and contender). ``--quick`` shrinks every dataset and the reference (for tests);
+``--datasets`` picks some of them.
 """
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -328,6 +330,39 @@ def report(results, args, seconds):
     return "\n".join(lines) + "\n"
 
 
+def to_rst(text, level="~"):
+    """The Markdown report as reStructuredText for the docs' quality page: ``##`` titles
+    become sections underlined with ``level``, pipe tables become list-tables."""
+    out, table = [], []
+
+    def flush():
+        if table:
+            out.extend([".. list-table::", "   :header-rows: 1", ""])
+            for row in table:
+                out.extend(f"   {'*' if i == 0 else ' '} - {cell}" for i, cell in enumerate(row))
+            out.append("")
+            table.clear()
+
+    for line in text.splitlines():
+        line = re.sub(r"(?<!`)`([^`]+)`(?!`)", r"``\1``", line)
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if not all(set(cell) <= {"-"} for cell in cells):
+                table.append([cell.replace("*", "\\*") if "**" not in cell else cell
+                              for cell in cells])
+            continue
+        flush()
+        if line.startswith("# "):
+            continue
+        if line.startswith("## "):
+            title = line[3:].replace("*", "\\*")
+            out.extend([title, level * len(title)])
+        else:
+            out.append(line)
+    flush()
+    return "\n".join(out).strip() + "\n"
+
+
 def _provenance(args, seconds):
     try:
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -337,9 +372,9 @@ def _provenance(args, seconds):
         commit += " (with uncommitted changes)" if dirty.strip() else ""
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
-    blas = ", ".join(f"{i.get('internal_api')} {i.get('architecture', '')} "
-                     f"{i.get('num_threads')} threads" for i in threadpool_info()
-                     if i.get("user_api") == "blas")
+    blas = ", ".join(dict.fromkeys(  # numpy's and scipy's may be the same kind
+        f"{i.get('internal_api')} {i.get('architecture', '')} {i.get('num_threads')} threads"
+        for i in threadpool_info() if i.get("user_api") == "blas"))
     import sklearn
 
     import softkmeans
@@ -415,6 +450,7 @@ def main(argv=None):
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "quality.md").write_text(text)
+        (args.out / "quality.rst").write_text(to_rst(text))
         (args.out / "quality.json").write_text(json.dumps(results, indent=1))
         figure(results, args.out / "quality.png")
     return 0
