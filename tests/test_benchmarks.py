@@ -179,6 +179,8 @@ def test_quality_quick_battery_writes_its_tables(tmp_path, capsys):
     text = capsys.readouterr().out
     assert (tmp_path / "quality.md").read_text() == text
     assert (tmp_path / "quality.png").stat().st_size > 0
+    rst = (tmp_path / "quality.rst").read_text()
+    assert rst.count(".. list-table::") == 5 and "|" not in rst
     contenders = list(quality.CONTENDERS)
     sections = {}
     for block in text.split("\n## ")[1:]:
