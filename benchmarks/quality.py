@@ -21,6 +21,10 @@ Run from the repository root, with the fast BLAS kernel for this command only::
 
     OPENBLAS_CORETYPE=SkylakeX python benchmarks/quality.py --seeds 0 1 2 3 4 --out quality
 
+On a machine shared with other work, one thread everywhere (``OMP_NUM_THREADS=1
+OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1``) keeps the time ratios meaningful: KMeans'
+OpenMP threads wait for each other when another process holds a core.
+
 ``--out DIR`` writes ``quality.md`` (the printed report), ``quality.rst`` (the same for the
 docs' quality page), ``quality.json`` (every figure) and ``quality.png`` (J / J* per dataset
 and contender). ``--quick`` shrinks every dataset and the reference (for tests);
@@ -282,10 +286,10 @@ def _label(result):
     return f"{result['name']} ({result['n']} x {result['d']}, k={result['k']})"
 
 
-def report(results, args, seconds):
+def report(results, args, header, seconds):
     names = list(CONTENDERS)
     lines = [f"# Quality of the defaults ({'quick' if args.quick else 'full'} battery)", "",
-             *_provenance(args, seconds), ""]
+             *header, f"- run time {seconds:.0f} s", ""]
     lines += [f"## J / J* (J* = best of {args.ref_runs} single-start KMeans runs)", ""]
     lines += _table(["dataset", "J*", *names],
                     [[_label(r), f"{r['J_ref']:.6g}",
@@ -364,7 +368,8 @@ def to_rst(text, level="~"):
     return "\n".join(out).strip() + "\n"
 
 
-def _provenance(args, seconds):
+def provenance(args):
+    """Where and how the run was made, taken at its start (the commit may move meanwhile)."""
     try:
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, check=True).stdout.strip()
@@ -373,17 +378,19 @@ def _provenance(args, seconds):
         commit += " (with uncommitted changes)" if dirty.strip() else ""
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
-    blas = ", ".join(dict.fromkeys(  # numpy's and scipy's may be the same kind
-        f"{i.get('internal_api')} {i.get('architecture', '')} {i.get('num_threads')} threads"
-        for i in threadpool_info() if i.get("user_api") == "blas"))
+    pools = ", ".join(dict.fromkeys(  # numpy's and scipy's BLAS may be the same kind
+        " ".join(str(i[key]) for key in ("internal_api", "architecture", "num_threads")
+                 if i.get(key)) for i in threadpool_info()))
+    import numba
     import sklearn
 
     import softkmeans
     return [f"- command: `python benchmarks/quality.py {' '.join(args.argv)}`",
             f"- commit {commit}; softkmeans {softkmeans.__version__}, "
-            f"scikit-learn {sklearn.__version__}, numpy {np.__version__}; BLAS: {blas}",
-            f"- {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; contenders at their "
-            f"defaults, random_state={args.seed}; run time {seconds:.0f} s"]
+            f"scikit-learn {sklearn.__version__}, numpy {np.__version__}",
+            f"- threads: {pools}, numba {numba.get_num_threads()}",
+            f"- started {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; contenders at "
+            f"their defaults, random_state={args.seed}"]
 
 
 def figure(results, path):
@@ -440,13 +447,14 @@ def parse(argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
+    header = provenance(args)
     start = time.perf_counter()
     warm_up()
     results = []
     for name in args.datasets:
         results.append(run_dataset(name, DATASETS[name](args.quick), args))
         print(f"{name}: {results[-1]['wall_seconds']:.1f} s", file=sys.stderr, flush=True)
-    text = report(results, args, time.perf_counter() - start)
+    text = report(results, args, header, time.perf_counter() - start)
     print(text, end="")
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
