@@ -146,13 +146,14 @@ def annealed_report(n, k):
     from softkmeans import AnnealedKMeans
 
     X, init = make_data(n, k)
-    warm_up = AnnealedKMeans(k, init=init, n_temperatures=2, max_iter=2, backend=BACKEND)
+    warm_up = AnnealedKMeans(k, strategy="paper", init=init, n_temperatures=2, max_iter=2,
+                             backend=BACKEND)
     warm_up.fit(X[:max(1000, k)])
     start = time.perf_counter()
     sk = KMeans(k, init=init, n_init=1, algorithm="lloyd").fit(X)
     sk_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    model = AnnealedKMeans(k, init=init, backend=BACKEND).fit(X)
+    model = AnnealedKMeans(k, strategy="paper", init=init, backend=BACKEND).fit(X)
     seconds = time.perf_counter() - start
     stages = model.temperature_n_iter_
     polish = model.n_iter_ - int(stages.sum())

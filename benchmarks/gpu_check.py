@@ -110,7 +110,7 @@ def _cell(xp, make_engine, n, k, iters, seed=0):
     X, start = _mixture(xp, n, k, seed)
     engine = make_engine(X)
     first = engine.estep(start, _spec("hard"), with_sums=False)
-    sigma = auto_sigma(first.dmin, engine.sample_weight)
+    sigma = auto_sigma(first.dmin, engine.sample_weight, X.shape[1])
     row, runs = {"n": n, "k": k}, {}
     for name, spec in (("lloyd", _spec("hard")), ("soft", _spec("softmax", sigma)),
                        ("entmax", _spec("entmax", sigma))):

@@ -24,9 +24,9 @@ N_TEMPERATURES = 8 if SMALL else 40
 fig, axes = plt.subplots(1, len(PLANAR), figsize=(4 * len(PLANAR), 4))
 for ax, name in zip(axes, PLANAR, strict=True):
     X, k = load(name, n_samples=100 if SMALL else 300)
-    model = AnnealedKMeans(n_clusters=k, n_temperatures=N_TEMPERATURES, random_state=0,
-                           record_path="centers").fit(X)
-    lloyd = AnnealedKMeans(n_clusters=k, schedule=[1e-12], random_state=0).fit(X)
+    model = AnnealedKMeans(n_clusters=k, strategy="paper", n_temperatures=N_TEMPERATURES,
+                           random_state=0, record_path="centers").fit(X)
+    lloyd = AnnealedKMeans(n_clusters=k, strategy="paper", schedule=[1e-12], random_state=0).fit(X)
     path = np.concatenate([stage["centers"] for stage in model.path_])
     ax.scatter(X[:, 0], X[:, 1], s=4, c="lightgrey")
     for j in range(k):

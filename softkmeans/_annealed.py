@@ -7,6 +7,7 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseSoftKMeans
+from ._core.mass_constrained import anneal_mass_constrained
 from ._core.optimize import HARD, anneal
 from ._core.responsibilities import RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max, paper_schedule
@@ -22,20 +23,42 @@ _PERTURBATION_DRAWS = 40.0
 class AnnealedKMeans(BaseSoftKMeans):
     """K-Means by deterministic annealing, finished by a Lloyd polish.
 
-    The temperature goes down a schedule. Above the critical temperature
-    ``sigma^2 = lambda_max`` (largest eigenvalue of the data covariance) the
-    softmax centroids merge at the data mean; as it decreases they split along
-    the data's main directions. At each temperature the previous centroids are
-    perturbed slightly and the alternating update runs to convergence; Lloyd's
-    algorithm then runs from the last centroids, so the result is a K-Means
-    fixed point. The run with the lowest distortion ``J`` is kept.
+    Above the critical temperature ``sigma^2 = lambda_max`` (largest eigenvalue
+    of the data covariance) the softmax centroids merge at the data mean; as
+    the temperature decreases they split along the data's main directions, one
+    phase transition after another.
+
+    ``strategy="mass-constrained"`` (the default) follows those transitions
+    (Rose, "Deterministic annealing for clustering, compression,
+    classification, regression and related optimization problems", Proc. IEEE
+    1998): it starts from one codevector at the mean, each with a prior
+    (weight) of its own, and duplicates a codevector along its principal axis
+    when the temperature falls below its cluster's critical temperature
+    (``lambda_max`` of the cluster's responsibility-weighted covariance),
+    jumping the temperature from one transition to the next, until there are
+    ``n_clusters``. A short cooling tail with ``method``'s responsibilities
+    and Lloyd's algorithm follow, then a split-merge repair: while cutting one
+    cluster across its principal axis lowers ``J`` more than merging the two
+    closest clusters raises it, both are done and Lloyd's algorithm runs
+    again. Nothing in it is random: ``init``, ``n_init``, ``perturbation``,
+    ``schedule``, ``n_temperatures`` and ``random_state`` do not apply.
+
+    ``strategy="paper"`` is the fixed-k annealing of Sec. 7.8 of the paper:
+    ``n_clusters`` centroids from ``init`` go down ``schedule``; at each
+    temperature the previous centroids are perturbed slightly and the
+    alternating update runs to convergence; Lloyd's algorithm then runs from
+    the last centroids. The run with the lowest distortion ``J`` of the
+    ``n_init`` is kept.
 
     Parameters
     ----------
     n_clusters : int, default=8
         Number of centroids.
+    strategy : {"mass-constrained", "paper"}, default="mass-constrained"
+        The annealing (see above).
     method : {"softmax", "entmax"}, default="softmax"
-        Responsibilities used along the schedule.
+        Responsibilities used along the schedule (``"paper"``) or the cooling
+        tail (``"mass-constrained"``; the growth is softmax with priors).
     alpha : float, default=1.5
         Entmax order (``method="entmax"`` only).
     schedule : "paper" or array-like of shape (n_temperatures,), default="paper"
@@ -69,14 +92,15 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         ``identification_sigma_`` and ``n_unidentified_`` as in :class:`EntmaxKMeans`
         (for its ``alpha``).
     path_ : list of dict
-        The recorded trajectories, one per temperature and one for the polish
-        (only with ``record_path``).
+        The recorded trajectories, one per temperature (of the tail only, with
+        ``"mass-constrained"``) and one for the polish (only with ``record_path``).
     objective_ : float
         The relaxed objective at ``cluster_centers_`` and the last temperature.
     sigma_ : float
         The last temperature of the schedule.
     temperatures_ : ndarray of shape (n_temperatures,)
-        The temperatures visited.
+        The temperatures visited (with ``"mass-constrained"``: those of the
+        growth, then those of the tail).
     temperature_objectives_ : ndarray of shape (n_temperatures,)
         The relaxed objective reached at each temperature.
     temperature_n_iter_ : ndarray of shape (n_temperatures,)
@@ -98,15 +122,16 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
     >>> from softkmeans import AnnealedKMeans
     >>> rng = np.random.RandomState(0)
     >>> X = np.vstack([rng.normal(c, 0.3, size=(30, 2)) for c in (0, 3, 6)])
-    >>> model = AnnealedKMeans(n_clusters=3, n_temperatures=10, random_state=0).fit(X)
-    >>> len(model.temperatures_)
-    10
+    >>> model = AnnealedKMeans(n_clusters=3).fit(X)
+    >>> bool(model.temperatures_[0] > model.temperatures_[-1])
+    True
     >>> sorted(np.bincount(model.labels_).tolist())
     [30, 30, 30]
     """
 
     _parameter_constraints: dict = {
         **BaseSoftKMeans._parameter_constraints,
+        "strategy": [StrOptions({"mass-constrained", "paper"})],
         "method": [StrOptions({"softmax", "entmax"})],
         "alpha": [Interval(Real, 1, None, closed="neither")],
         "schedule": [StrOptions({"paper"}), "array-like"],
@@ -114,13 +139,15 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         "perturbation": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, n_clusters=8, *, method="softmax", alpha=1.5, schedule="paper",
+    def __init__(self, n_clusters=8, *, strategy="mass-constrained", method="softmax",
+                 alpha=1.5, schedule="paper",
                  n_temperatures=40, perturbation=1e-3, init="k-means++", n_init="auto",
                  max_iter=150, tol=1e-6, random_state=None, backend="auto", n_threads=None,
                  verbose=0, record_path=False):
         super().__init__(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                          random_state=random_state, backend=backend, n_threads=n_threads,
                          verbose=verbose, record_path=record_path)
+        self.strategy = strategy
         self.method = method
         self.alpha = alpha
         self.schedule = schedule
@@ -129,6 +156,8 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
 
     def _check_params_vs_input(self, X, sample_weight):
         super()._check_params_vs_input(X, sample_weight)
+        if self.strategy == "mass-constrained":
+            self._n_init = 1  # deterministic: every start would give the same fit
         if isinstance(self.schedule, str):
             return
         if np.ndim(self.schedule) != 1 or len(self.schedule) == 0:
@@ -165,6 +194,11 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
                 "data's spread, 1e-3 by default."
             )
 
+    def _init_centers(self, X, engine, rng):
+        if self.strategy == "mass-constrained":
+            return None  # the codebook grows from the data mean
+        return super()._init_centers(X, engine, rng)
+
     def _schedule(self, engine, centers):
         if not isinstance(self.schedule, str):
             return self._sigmas
@@ -174,6 +208,10 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
                               self.n_temperatures)
 
     def _run(self, engine, centers, rng):
+        if self.strategy == "mass-constrained":
+            return anneal_mass_constrained(engine, self._relaxation, self.n_clusters,
+                                           max_iter=self.max_iter, tol=self.tol,
+                                           record_path=self.record_path, verbose=self.verbose)
         return anneal(engine, centers, self._relaxation, self._schedule(engine, centers), rng,
                       perturbation=self.perturbation * self._scale, max_iter=self.max_iter,
                       tol=self.tol, record_path=self.record_path, verbose=self.verbose)

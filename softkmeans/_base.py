@@ -30,7 +30,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
-from ._core.temperature import auto_sigma, exact_zero_distances, lambda_max
+from ._core.temperature import AUTO_SIGMA_SHRINK, auto_sigma, exact_zero_distances, lambda_max
 from ._validation import N_THREADS_CONSTRAINT, canonical_csr
 from .diagnostics import _fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
@@ -38,6 +38,9 @@ from .exceptions import CriticalTemperatureWarning
 __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
 
 _HARD = RelaxationSpec("hard")
+
+#: A fitted softmax temperature at or above this fraction of the critical one warns.
+_NEAR_CRITICAL = 0.9
 
 
 #: Packages whose frames a warning skips to reach the user's line (scikit-learn wraps
@@ -247,6 +250,13 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             if best is None or self._run_key(run) < self._run_key(best):
                 best = run
         self._store_run(_at_stored_precision(best, X.dtype, engine), X.dtype, engine)
+        if not self.converged_:
+            _warn(
+                f"{type(self).__name__} did not converge: the kept run stopped at "
+                f"max_iter={self.max_iter} with a step above tol={self.tol}. Increase max_iter "
+                "or tol, or check the temperature.",
+                ConvergenceWarning,
+            )
         _warn_if_clusters_merged(self.labels_, self.n_clusters)
         for name in ("cluster_centers_", "labels_", "margins_"):
             setattr(self, name, like_input(getattr(self, name), X))
@@ -432,8 +442,10 @@ def _is_array_init(init):
 class FixedTemperatureKMeans(BaseSoftKMeans):
     """A soft K-Means at one temperature ``sigma`` (not for direct use).
 
-    ``sigma="auto"`` is resolved on the first starting centroids by
-    :func:`softkmeans._core.temperature.auto_sigma` and stored in ``sigma_``.
+    ``sigma="auto"`` starts at :func:`softkmeans._core.temperature.auto_sigma`
+    of the first starting centroids and is re-estimated at every update as the
+    shared variance of the isotropic mixture (``fit_sigma`` of
+    :func:`softkmeans._core.optimize.alternating`); ``sigma_`` is the last value.
     """
 
     _parameter_constraints: dict = {
@@ -456,22 +468,41 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
     def _prepare(self, engine, first_centers):
         lam = lambda_max(engine.X, engine.sample_weight)
         self._critical_sigma = float(np.sqrt(lam))
-        if self.sigma == "auto":
+        self._sigma_shrink = AUTO_SIGMA_SHRINK if self.sigma == "auto" else None
+        if self._sigma_shrink:
             start = engine.estep(first_centers, _HARD, with_sums=False)
             dmin = exact_zero_distances(engine.X, first_centers, start.labels, start.dmin,
                                         engine.x_sq, engine.unit_roundoff)
-            sigma = auto_sigma(dmin, engine.sample_weight, fallback_scale=lam)
+            sigma = auto_sigma(dmin, engine.sample_weight, engine.X.shape[1],
+                               fallback_scale=lam)
+            if not np.any(dmin[engine.sample_weight > 0] > 0):
+                # every observation on a starting centroid: the likelihood grows without
+                # bound as sigma -> 0, so the fallback temperature stays
+                self._sigma_shrink = None
         else:
             sigma = float(self.sigma)
         self._resolved_spec = self._spec(sigma)
+
+    def _run_key(self, run):
+        """With ``sigma="auto"`` each run has its own temperature: the mixture's likelihood
+        (up to constants) compares them."""
+        if not self._sigma_shrink:
+            return super()._run_key(run)
+        two_sigma_sq = 2.0 * run.spec.sigma**2
+        total = float(run.stats.masses.sum())
+        return run.stats.objective / two_sigma_sq + 0.5 * run.centers.shape[1] * total * np.log(
+            two_sigma_sq)
+
+    def _store_run(self, run, dtype, engine):
+        super()._store_run(run, dtype, engine)
         # One centroid, or data on one point: the mean is the answer at every temperature.
         collapse_matters = (self._resolved_spec.kind == "softmax" and self.n_clusters > 1
                             and self._critical_sigma > 0)
-        if collapse_matters and sigma > self._critical_sigma:
+        if collapse_matters and self.sigma_ >= _NEAR_CRITICAL * self._critical_sigma:
+            where = "above" if self.sigma_ > self._critical_sigma else "within 10% of"
             _warn(
-                f"sigma={sigma:.4g} is above the critical temperature sqrt(lambda_max)="
-                f"{self._critical_sigma:.4g} of the data: all centroids may collapse to the "
+                f"sigma={self.sigma_:.4g} is {where} the critical temperature sqrt(lambda_max)="
+                f"{self._critical_sigma:.4g} of the data: the centroids may collapse to the "
                 "data mean (Prop. 9). Use a smaller sigma.",
                 CriticalTemperatureWarning,
             )
-

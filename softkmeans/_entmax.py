@@ -26,13 +26,17 @@ class EntmaxKMeans(FixedTemperatureKMeans):
     n_clusters : int, default=8
         Number of centroids.
     sigma : float or "auto", default="auto"
-        Temperature; see :class:`SoftKMeans`.
+        Temperature; see :class:`SoftKMeans`. ``"auto"`` re-estimates it at
+        every update as :class:`SoftKMeans` does, from the entmax
+        responsibilities (the variance per feature of the observations around
+        the centroids that share them).
     alpha : float, default=1.5
         Entmax order, ``alpha > 1``. 1.5 and 2 (sparsemax) are solved exactly
         by sorting, other values by bisection to the resolution of float64.
-    empty_cluster : {"keep", "reseed"}, default="keep"
-        A centroid that receives no mass stays in place (the objective still
-        decreases), or moves onto the observation farthest from its centroid.
+    empty_cluster : {"reseed", "keep"}, default="reseed"
+        A centroid that receives no mass moves onto the observation farthest
+        from its centroid (as scikit-learn's ``KMeans`` relocates an empty
+        cluster), or stays in place (the objective still decreases).
     init, n_init, max_iter, tol, random_state, backend, n_threads, verbose, record_path
         As in :class:`SoftKMeans`.
 
@@ -74,7 +78,7 @@ margin_min_, critical_sigma_, beta_, gap_, bounds_, n_features_in_, feature_name
         "empty_cluster": [StrOptions({"keep", "reseed"})],
     }
 
-    def __init__(self, n_clusters=8, *, sigma="auto", alpha=1.5, empty_cluster="keep",
+    def __init__(self, n_clusters=8, *, sigma="auto", alpha=1.5, empty_cluster="reseed",
                  init="k-means++", n_init="auto", max_iter=300, tol=1e-6, random_state=None,
                  backend="auto", n_threads=None, verbose=0, record_path=False):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
@@ -90,4 +94,5 @@ margin_min_, critical_sigma_, beta_, gap_, bounds_, n_features_in_, feature_name
     def _run(self, engine, centers, rng):
         return alternating(engine, centers, self._resolved_spec, max_iter=self.max_iter,
                            tol=self.tol, empty=self.empty_cluster,
-                           record_path=self.record_path, verbose=self.verbose)
+                           record_path=self.record_path, verbose=self.verbose,
+                           fit_sigma=self._sigma_shrink)

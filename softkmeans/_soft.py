@@ -26,9 +26,17 @@ class SoftKMeans(FixedTemperatureKMeans):
     sigma : float or "auto", default="auto"
         Temperature (a length, in the units of X), from 1e-150 to 1e150 (the
         range in which ``2 sigma^2`` and its inverse are normal float64
-        numbers). ``"auto"`` sets ``sigma^2`` to 0.1 times the mean squared
-        distance from the observations to their nearest centroid of the first
-        initialization.
+        numbers). ``"auto"`` fits it with the centroids, from the likelihood
+        of the mixture that :meth:`score` measures (equal weights, isotropic
+        variance ``sigma^2``): at every update ``sigma`` is re-estimated as 0.85
+        times the deviation of the responsibility-weighted variance per
+        feature around the new centroids (EM with a shared spherical
+        variance, shrunk so that overlapping clusters keep the centroids of
+        K-Means; see the docs' quality page). It starts from the same rule on
+        the hard partition of the starting centroids. With
+        ``algorithm="gradient"`` that EM runs first, from the same start, and
+        the descent runs at its temperature. ``sigma_`` holds
+        the result; with ``n_init > 1`` the run of highest likelihood is kept.
     algorithm : {"alternating", "gradient"}, default="alternating"
         ``"alternating"``: the closed-form weighted-mean update (an EM step; no
         learning rate). ``"gradient"``: gradient descent on ``F_sigma`` with one
@@ -90,7 +98,7 @@ class SoftKMeans(FixedTemperatureKMeans):
     objective_ : float
         ``F_sigma`` at ``cluster_centers_``.
     sigma_ : float
-        The temperature used.
+        The temperature used (fitted, with ``sigma="auto"``).
     n_iter_ : int
         Number of updates of the kept run.
     converged_ : bool
@@ -156,6 +164,13 @@ class SoftKMeans(FixedTemperatureKMeans):
         return RelaxationSpec("softmax", sigma)
 
     def _run(self, engine, centers, rng):
-        optimizer = alternating if self.algorithm == "alternating" else gradient_descent
-        return optimizer(engine, centers, self._resolved_spec, max_iter=self.max_iter,
-                         tol=self.tol, record_path=self.record_path, verbose=self.verbose)
+        options = dict(max_iter=self.max_iter, tol=self.tol, record_path=self.record_path,
+                       verbose=self.verbose)
+        if self.algorithm == "alternating":
+            return alternating(engine, centers, self._resolved_spec, fit_sigma=self._sigma_shrink,
+                               **options)
+        spec = self._resolved_spec
+        if self._sigma_shrink:  # the temperature EM finds from this start, then the descent
+            spec = alternating(engine, centers, spec, fit_sigma=self._sigma_shrink,
+                               max_iter=self.max_iter, tol=self.tol).spec
+        return gradient_descent(engine, centers, spec, **options)

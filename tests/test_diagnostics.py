@@ -366,7 +366,9 @@ def test_warning_above_critical_temperature(data):
     sigma_c = critical_sigma(X)
     with pytest.warns(CriticalTemperatureWarning, match=f"{sigma_c:.4g}"):
         SoftKMeans(3, sigma=1.1 * sigma_c, random_state=0, backend="numpy").fit(X)
-    _fit(SoftKMeans, X, sigma=0.9 * sigma_c)
+    with pytest.warns(CriticalTemperatureWarning, match="within 10% of the critical"):
+        SoftKMeans(3, sigma=0.95 * sigma_c, random_state=0, backend="numpy").fit(X)
+    _fit(SoftKMeans, X, sigma=0.85 * sigma_c)
     _fit(EntmaxKMeans, X, sigma=1.1 * sigma_c)  # Prop. 9 is about F_sigma only
     _fit(SoftKMeans, X, n_clusters=1, sigma=1.1 * sigma_c)  # one centroid: the mean anyway
 

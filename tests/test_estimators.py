@@ -22,8 +22,9 @@ ALL = [
     lambda **kw: SoftKMeans(3, algorithm="gradient", **kw),
     lambda **kw: EntmaxKMeans(3, **kw),
     lambda **kw: EntmaxKMeans(3, alpha=2.0, **kw),
-    lambda **kw: AnnealedKMeans(3, n_temperatures=10, **kw),
-    lambda **kw: AnnealedKMeans(3, method="entmax", n_temperatures=10, **kw),
+    lambda **kw: AnnealedKMeans(3, **kw),
+    lambda **kw: AnnealedKMeans(3, strategy="paper", method="entmax", n_temperatures=10,
+                                **kw),
 ]
 IDS = ["soft", "soft-gradient", "entmax", "sparsemax", "annealed", "annealed-entmax"]
 
@@ -157,12 +158,22 @@ def test_weights_equal_repetition_from_same_start(make, blobs):
     np.testing.assert_allclose(weighted.inertia_, repeated.inertia_, rtol=1e-9)
 
 
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_sigma_auto_is_the_shrunk_shared_variance(blobs, Estimator):
+    """At the fit, sigma_ is 0.85 x the deviation of the mixture's M-step variance."""
+    X = blobs[0]
+    model = Estimator(3, init=X[[0, 5, 9]], tol=1e-10, max_iter=1000).fit(X)
+    assert model.converged_
+    proba = model.predict_proba(X)
+    sq = ((X[:, None, :] - model.cluster_centers_[None]) ** 2).sum(-1)
+    variance = (proba * sq).sum() / X.size
+    np.testing.assert_allclose(model.sigma_, 0.85 * np.sqrt(variance), rtol=1e-6)
+
+
 def test_sigma_auto_rule(blobs):
     X = blobs[0]
     init = X[[0, 5, 9]]
     model = SoftKMeans(3, init=init).fit(X)
-    d2 = ((X[:, None, :] - init[None]) ** 2).sum(-1).min(1)
-    np.testing.assert_allclose(model.sigma_, np.sqrt(0.1 * d2.mean()), rtol=1e-12)
     X2 = 10 * X
     np.testing.assert_allclose(SoftKMeans(3, init=10 * init).fit(X2).sigma_, 10 * model.sigma_)
     assert SoftKMeans(3, sigma=0.25, random_state=0).fit(X).sigma_ == 0.25
@@ -260,7 +271,7 @@ def test_entmax_below_identification_reproduces_sklearn_lloyd(seed):
 
 def test_annealed_schedule_attributes_and_polish(blobs):
     X = blobs[0]
-    model = AnnealedKMeans(3, n_temperatures=12, random_state=0).fit(X)
+    model = AnnealedKMeans(3, strategy="paper", n_temperatures=12, random_state=0).fit(X)
     t = model.temperatures_
     assert t.shape == (12,) and np.all(np.diff(t) < 0)
     np.testing.assert_allclose(t[0] ** 2, 1.2 * model.lambda_max_, rtol=1e-12)
@@ -270,7 +281,8 @@ def test_annealed_schedule_attributes_and_polish(blobs):
     # a K-Means fixed point: one Lloyd step does not move it
     means = np.vstack([X[model.labels_ == j].mean(0) for j in range(3)])
     np.testing.assert_allclose(model.cluster_centers_, means, rtol=1e-12)
-    custom = AnnealedKMeans(3, schedule=[2.0, 1.0, 0.5], random_state=0).fit(X)
+    custom = AnnealedKMeans(3, strategy="paper", schedule=[2.0, 1.0, 0.5],
+                            random_state=0).fit(X)
     np.testing.assert_array_equal(custom.temperatures_, [2.0, 1.0, 0.5])
 
 
@@ -278,7 +290,7 @@ def test_annealing_escapes_a_poor_lloyd_start():
     X, y, _ = make_mixture(n_per=80, k=4, spread=0.4, seed=3)
     bad = X[np.flatnonzero(y == 0)[:4]]  # every centroid starts in one cluster
     lloyd = KMeans(4, init=bad, n_init=1).fit(X)
-    annealed = AnnealedKMeans(4, init=bad, random_state=0).fit(X)
+    annealed = AnnealedKMeans(4, strategy="paper", init=bad, random_state=0).fit(X)
     assert annealed.inertia_ < 0.5 * lloyd.inertia_
     assert adjusted_rand_score(y, annealed.labels_) == 1.0
 
@@ -287,9 +299,9 @@ def test_empty_cluster_kept_or_reseeded():
     X = np.array([[0.0], [0.1], [0.2], [10.0], [10.1]])
     init = np.array([[0.1], [10.0], [100.0]])  # the third centroid gets no mass
     with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(2\) found smaller"):
-        kept = EntmaxKMeans(3, sigma=0.5, init=init).fit(X)
+        kept = EntmaxKMeans(3, sigma=0.5, init=init, empty_cluster="keep").fit(X)
     assert kept.cluster_centers_[2, 0] == 100.0
-    reseeded = EntmaxKMeans(3, sigma=0.05, init=init, empty_cluster="reseed").fit(X)
+    reseeded = EntmaxKMeans(3, sigma=0.05, init=init).fit(X)  # the default, as KMeans
     assert reseeded.cluster_centers_[2, 0] < 11
     assert len(np.unique(reseeded.labels_)) == 3
 
@@ -347,7 +359,8 @@ def test_verbose_marks_the_starts_and_the_temperatures(capsys):
     SoftKMeans(3, verbose=1, n_init=2, random_state=0, max_iter=2).fit(X)
     out = capsys.readouterr().out.splitlines()
     assert [out.index(line) for line in ("initialization 1/2", "initialization 2/2")] == [0, 3]
-    model = AnnealedKMeans(3, verbose=1, n_temperatures=3, random_state=0).fit(X)
+    model = AnnealedKMeans(3, strategy="paper", verbose=1, n_temperatures=3,
+                           random_state=0).fit(X)
     out = capsys.readouterr().out.splitlines()
     sigmas = [float(line.split()[-1]) for line in out if line.startswith("[anneal] temperature")]
     np.testing.assert_allclose(sigmas, model.temperatures_, rtol=1e-4)
@@ -411,9 +424,9 @@ def test_score_takes_the_weights_relative_to_the_largest(blobs):
 
 def test_sigma_auto_stays_in_the_temperature_range():
     weights = np.ones(2)
-    assert auto_sigma(np.array([1e-320, 0.0]), weights) == SIGMA_MIN
-    assert auto_sigma(np.array([1e307, 1e307]), weights) == SIGMA_MAX
-    assert auto_sigma(np.array([10.0, 30.0]), weights) == pytest.approx(np.sqrt(2.0))
+    assert auto_sigma(np.array([1e-320, 0.0]), weights, 1) == SIGMA_MIN
+    assert auto_sigma(np.array([1e307, 1e307]), weights, 1) == SIGMA_MAX
+    assert auto_sigma(np.array([10.0, 30.0]), weights, 10) == pytest.approx(0.85 * np.sqrt(2.0))
 
 
 @pytest.mark.parametrize("make", ALL, ids=IDS)
@@ -451,7 +464,7 @@ def test_diagnostics_of_extreme_weight_ratios_and_temperatures(cls, blobs):
 def test_annealed_schedule_is_copied_into_the_fitted_temperatures(blobs):
     X, _, _ = blobs
     schedule = np.array([1.0, 0.5, 0.2])
-    model = AnnealedKMeans(3, schedule=schedule, random_state=0).fit(X)
+    model = AnnealedKMeans(3, strategy="paper", schedule=schedule, random_state=0).fit(X)
     schedule[:] = 9.0
     np.testing.assert_array_equal(model.temperatures_, [1.0, 0.5, 0.2])
     model.temperatures_[0] = 3.0

@@ -206,8 +206,9 @@ def test_n_init_auto_is_ten_for_a_callable_init_as_in_scikit_learn():
 def test_a_perturbation_that_would_overflow_the_distances_is_rejected(dtype, perturbation):
     """It gave NaN objectives and infinite distances without a word."""
     with pytest.raises(ValueError, match="perturbation=.* would move centroids so far"):
-        AnnealedKMeans(3, perturbation=perturbation, random_state=0).fit(X.astype(dtype))
-    model = AnnealedKMeans(3, perturbation=1e3, n_temperatures=4, random_state=0)
+        AnnealedKMeans(3, strategy="paper", perturbation=perturbation,
+                       random_state=0).fit(X.astype(dtype))
+    model = AnnealedKMeans(3, strategy="paper", perturbation=1e3, n_temperatures=4, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # clusters may merge: not the point
         assert np.isfinite(model.fit(X.astype(dtype)).transform(X.astype(dtype))).all()

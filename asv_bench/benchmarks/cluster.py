@@ -92,7 +92,7 @@ class AnnealedKMeansSuite(_Ours):
     def make_estimator(self):
         from softkmeans import AnnealedKMeans
 
-        return AnnealedKMeans(self.shape[1], init=self.init, n_temperatures=10,
+        return AnnealedKMeans(self.shape[1], strategy="paper", init=self.init, n_temperatures=10,
                               max_iter=MAX_ITER, backend=BACKEND)
 
 

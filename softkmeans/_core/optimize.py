@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .responsibilities import RelaxationSpec
+from .responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 
 __all__ = ["RunResult", "Trajectory", "alternating", "gradient_descent", "anneal", "relative_step",
-           "weighted_means", "gradient"]
+           "shared_variance", "weighted_means", "gradient"]
 
 HARD = RelaxationSpec("hard")
 
@@ -186,9 +186,47 @@ def _report(verbose, label, it, stats, step):
         print(f"[{label}] iteration {it:4d}  objective {stats.objective: .9e}  step {step:.3e}")
 
 
+def shared_variance(engine, stats):
+    """``sigma^2`` of the isotropic mixture's M-step: ``D / (d W)`` at the weighted means.
+
+    ``D = sum_i w_i sum_j r_ij ||x_i - s_j / m_j||^2``, from the pass's
+    ``sums`` and ``masses`` and the rows' squared norms (about the engine's
+    distance shift, so that data far from the origin keep their digits):
+    ``D = sum_i w_i ||x_i - c||^2 - sum_j m_j ||s_j / m_j - c||^2``.
+    Returns 0 where the rows sit on the means: below the rounding of that
+    difference, ``(d + 2)`` unit roundoffs of the engine's arithmetic times the
+    spread.
+    """
+    full = stats.masses > 0
+    means = stats.sums[full] / stats.masses[full, None]
+    if engine.distance_shift is not None:
+        means = means - engine.distance_shift
+    # weights relative to the largest, the masses in the same unit: huge weights would overflow
+    weights = engine.sample_weight / engine.sample_weight.max()
+    total = float(weights.sum())
+    masses = stats.masses[full] * (total / float(stats.masses.sum()))
+    spread = float(weights @ engine.distance_norms())
+    explained = float(masses @ np.einsum("ij,ij->i", means, means))
+    d = engine.X.shape[1]
+    residual = spread - explained
+    if not residual > (d + 2) * engine.unit_roundoff * spread:
+        return 0.0
+    return residual / (d * total)
+
+
+def _with_shared_variance(engine, stats, spec, shrink):
+    """``spec`` at ``shrink`` times the deviation :func:`shared_variance` gives (unchanged
+    where it is 0)."""
+    variance = shared_variance(engine, stats)
+    if not variance > 0:
+        return spec
+    sigma = shrink * np.sqrt(variance)
+    return replace(spec, sigma=float(np.clip(sigma, SIGMA_MIN, SIGMA_MAX)))
+
+
 @_one_session
 def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_path=False,
-                verbose=0):
+                verbose=0, fit_sigma=None):
     """Alternating minimization: responsibilities, then weighted means.
 
     Parameters
@@ -209,10 +247,17 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         Keep a :class:`Trajectory` (with the iterates when ``"centers"``).
     verbose : int, default=0
         Print one line per iteration when positive.
+    fit_sigma : float, default=None
+        When given, re-estimate the temperature at every update as
+        ``fit_sigma`` times the deviation of the isotropic Gaussian mixture's
+        shared variance (:func:`shared_variance`; 1 gives EM for the
+        centroids and ``sigma`` together). The run has converged when the
+        centroids' step and the relative change of ``sigma`` are within ``tol``.
 
     Returns
     -------
     RunResult
+        ``spec`` is the relaxation at the run's last temperature.
     """
     centers = np.array(centers, dtype=np.float64)
     stats = engine.estep(centers, spec)
@@ -224,6 +269,10 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
             new = _reseed_empty(new, stats, engine, reseeded)
         step = relative_step(new, centers)
         bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
+        if fit_sigma is not None:
+            sigma = spec.sigma
+            spec = _with_shared_variance(engine, stats, spec, fit_sigma)
+            step = max(step, abs(spec.sigma - sigma) / sigma)
         new_stats = engine.estep(new, spec)
         if path is not None:
             changes = int(np.count_nonzero(new_stats.labels != stats.labels))
@@ -320,8 +369,8 @@ def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
         The relaxation; its ``sigma`` is replaced by each temperature in turn.
     sigmas : array of shape (n_temperatures,)
         The schedule.
-    rng : numpy.random.RandomState
-        Source of the perturbations.
+    rng : numpy.random.RandomState or None
+        Source of the perturbations (None when ``perturbation`` is 0).
     perturbation : float
         Standard deviation of the warm-start perturbation.
     max_iter, tol, record_path, verbose : see :func:`alternating`
@@ -340,7 +389,8 @@ def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
     for number, sigma in enumerate(sigmas, 1):
         if verbose:
             print(f"[anneal] temperature {number}/{len(sigmas)}  sigma {sigma:.4e}")
-        centers = centers + perturbation * rng.standard_normal(centers.shape)
+        if perturbation:
+            centers = centers + perturbation * rng.standard_normal(centers.shape)
         stage = alternating(engine, centers, replace(spec, sigma=float(sigma)),
                             max_iter=max_iter, tol=tol, record_path=record_path,
                             verbose=verbose)

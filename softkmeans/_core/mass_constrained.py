@@ -1,0 +1,315 @@
+"""Mass-constrained deterministic annealing: the codebook grows through its phase transitions.
+
+Rose's mass-constrained annealing ("Deterministic annealing for clustering,
+compression, classification, regression and related optimization problems",
+Proc. IEEE 86(11), 1998) gives each codevector ``mu_j`` a prior ``p_j`` and
+assigns with ``r_ij = p_j exp(-d_ij / (2 sigma^2)) / Z_i``. The update is
+closed form: ``mu_j`` is the ``r``-weighted mean and ``p_j`` the
+``r``-weighted share of the mass. Coincident codevectors then behave as one
+with their summed prior, so the result does not depend on how many copies
+of a centroid a phase transition starts from.
+
+At a high temperature one codevector at the data mean is the minimizer. A
+codevector becomes unstable, and its cluster splits, when ``sigma^2`` falls
+below ``lambda_max(C_j)``, the largest eigenvalue of its cluster's
+responsibility-weighted covariance (the same convention as ``critical_sigma_``:
+for one cluster, ``sqrt(lambda_max)`` of the data). :func:`grow_codebook`
+follows these transitions: between them it jumps the temperature down to the
+next cluster's critical one, at a transition it duplicates the critical
+codevectors along their principal direction, until there are ``n_clusters``.
+
+The passes here are dense float64 blocks of rows (``O(block x k)`` memory);
+the rest of the annealing (the cooling tail and the Lloyd polish) runs on the
+engines.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .optimize import HARD, alternating, anneal
+from .split_merge import split_merge
+from .temperature import _float64_blocks, weighted_mean
+
+__all__ = ["GrowthResult", "anneal_mass_constrained", "grow_codebook"]
+
+#: Rows of one block of a pass.
+_BLOCK_ROWS = 4096
+#: The growth runs on at most ``max(_MIN_SAMPLE, _ROWS_PER_CLUSTER * n_clusters)`` rows.
+_MIN_SAMPLE = 5000
+_ROWS_PER_CLUSTER = 100
+#: The temperature ``sigma^2`` steps to this fraction of the next critical one (or less).
+_PAST_CRITICAL = 0.8
+#: Half the distance between the two copies of a split codevector, in units of
+#: ``sqrt(lambda_max)`` of its cluster (about the distance of a Gaussian half's mean).
+_SPLIT_OFFSET = 0.5
+#: Two copies closer than this (same unit) after the update have not split.
+_MERGED = 0.1
+#: Responsibilities below this fraction of a row's largest are left out of the covariances.
+_COVARIANCE_CUTOFF = 1e-8
+#: Step of the codevectors (relative to the data's spread) under which a temperature's update
+#: has converged.
+_STAGE_TOL = 1e-3
+
+
+@dataclass
+class GrowthResult:
+    """The codebook at the end of the growth and the temperatures it went through.
+
+    Attributes
+    ----------
+    centers : ndarray of shape (n_codevectors, n_features)
+        The codevectors (``n_clusters`` of them, fewer only when the data hold
+        fewer distinct clusters than asked for: every cluster is one point).
+    sigma : float
+        The last temperature.
+    sigmas, objectives, n_iter : ndarrays of shape (n_temperatures,)
+        Each temperature visited, the mass-constrained free energy
+        ``-2 sigma^2 sum_i w_i log sum_j p_j exp(-d_ij / (2 sigma^2))`` reached
+        there, and the updates it took.
+    """
+
+    centers: np.ndarray
+    sigma: float
+    sigmas: list = field(default_factory=list)
+    objectives: list = field(default_factory=list)
+    n_iter: list = field(default_factory=list)
+
+
+class _Sample:
+    """The rows the growth runs on, centred on their weighted mean, in float64 blocks.
+
+    At most :func:`sample_size` rows of X, drawn without replacement by a
+    fixed seed (the growth does not depend on ``random_state``), with their
+    weights relative to the largest, and each block's squared row norms.
+    """
+
+    def __init__(self, X, sample_weight, n_clusters):
+        weights = np.asarray(sample_weight, dtype=np.float64)
+        rows = np.flatnonzero(weights > 0)
+        size = sample_size(n_clusters)
+        if rows.size > size:
+            rows = np.sort(np.random.RandomState(0).choice(rows, size, replace=False))
+        weights = weights[rows] / weights[rows].max()
+        self.mean = weighted_mean(X[rows], weights)
+        self.scale = 1.0  # the data's spread, set by grow_codebook
+        self._blocks = []
+        for start in range(0, rows.size, _BLOCK_ROWS):
+            part = rows[start:start + _BLOCK_ROWS]
+            _, block = next(_float64_blocks(X, part))
+            block = block - self.mean
+            self._blocks.append((weights[start:start + _BLOCK_ROWS], block,
+                                 np.einsum("ij,ij->i", block, block)))
+
+    def blocks(self):
+        """``(weights, centred rows, their squared norms)`` of each block."""
+        return iter(self._blocks)
+
+
+def sample_size(n_clusters):
+    """Rows the growth runs on: enough for every cluster's covariance."""
+    return max(_MIN_SAMPLE, _ROWS_PER_CLUSTER * n_clusters)
+
+
+def _responsibilities(block, block_sq, centers, log_prior, two_sigma_sq):
+    """Prior-weighted softmax responsibilities of a block and each row's ``log Z_i``.
+
+    The logits drop each row's ``-||x_i||^2 / (2 sigma^2)``, which the softmax
+    does not see, and ``log Z_i`` adds it back.
+    """
+    logits = block @ (centers.T * (2.0 / two_sigma_sq))
+    logits += log_prior - np.einsum("ij,ij->i", centers, centers) / two_sigma_sq
+    top = logits.max(axis=1, keepdims=True)
+    logits -= top
+    weights = np.exp(logits, out=logits)
+    norm = weights.sum(axis=1, keepdims=True)
+    weights /= norm
+    return weights, top[:, 0] + np.log(norm[:, 0]) - block_sq / two_sigma_sq
+
+
+def _update(data, centers, log_prior, sigma_sq):
+    """One pass: the weighted means, the new priors and the free energy at ``centers``."""
+    k, d = centers.shape
+    sums, masses, log_z = np.zeros((k, d)), np.zeros(k), 0.0
+    for w, block, block_sq in data.blocks():
+        resp, row_log_z = _responsibilities(block, block_sq, centers, log_prior, 2.0 * sigma_sq)
+        resp *= w[:, None]
+        masses += resp.sum(axis=0)
+        sums += resp.T @ block
+        log_z += float(w @ row_log_z)
+    full = masses > 0
+    new = centers.copy()
+    new[full] = sums[full] / masses[full, None]
+    with np.errstate(divide="ignore"):
+        new_log_prior = np.log(masses / masses.sum())
+    return new, new_log_prior, -2.0 * sigma_sq * log_z
+
+
+def _relax(data, centers, log_prior, sigma_sq, max_iter):
+    """Alternate the update at ``sigma_sq`` until the codevectors stop moving."""
+    objective, n_iter, step = np.nan, 0, np.inf
+    while n_iter < max_iter and step > _STAGE_TOL:
+        new, log_prior, objective = _update(data, centers, log_prior, sigma_sq)
+        step = float(np.sqrt(np.max(np.sum((new - centers) ** 2, axis=1)) / sigma_sq))
+        centers, n_iter = new, n_iter + 1
+    return centers, log_prior, objective, n_iter
+
+
+def _principal_axes(data, centers, log_prior, sigma_sq):
+    """Largest eigenvalue and its unit eigenvector of each cluster's weighted covariance."""
+    k, d = centers.shape
+    cov, masses = np.zeros((k, d, d)), np.zeros(k)
+    for w, block, block_sq in data.blocks():
+        resp, _ = _responsibilities(block, block_sq, centers, log_prior, 2.0 * sigma_sq)
+        cutoff = _COVARIANCE_CUTOFF * resp.max(axis=1)
+        resp *= w[:, None]
+        for j in range(k):
+            rows = np.flatnonzero(resp[:, j] > cutoff * w)
+            if rows.size:
+                centred = block[rows] - centers[j]
+                cov[j] += (centred * resp[rows, j, None]).T @ centred
+                masses[j] += resp[rows, j].sum()
+    full = masses > 0
+    cov[full] /= masses[full, None, None]
+    values, vectors = np.linalg.eigh(cov)
+    return np.maximum(values[:, -1], 0.0), vectors[:, :, -1]
+
+
+SEQ = False
+KEY = "pl"
+
+
+def _choose(critical, log_prior, lam, budget):
+    """The heaviest transitions first when fewer splits are left than critical clusters."""
+    key = {"pl": np.exp(log_prior) * lam, "l": lam, "p": np.exp(log_prior)}[KEY]
+    order = critical[np.argsort(-key[critical], kind="stable")]
+    if SEQ and len(critical) > budget:
+        return order[:1]
+    return order[:budget]
+
+
+def _split(centers, log_prior, chosen, lam, axes):
+    """Duplicate the codevectors ``chosen`` along their principal axes, halving their priors."""
+    n_old = len(centers)
+    offsets = _SPLIT_OFFSET * np.sqrt(lam[chosen])[:, None] * axes[chosen]
+    centers = np.vstack([centers, centers[chosen] + offsets])
+    centers[chosen] -= offsets
+    log_prior = np.concatenate([log_prior, log_prior[chosen]])
+    log_prior[chosen] -= np.log(2.0)
+    log_prior[n_old:] -= np.log(2.0)
+    return centers, log_prior
+
+
+def _merge_unsplit(centers, log_prior, chosen, n_old, lam):
+    """Undo the splits whose copies came back together: not past their transition yet."""
+    apart = np.linalg.norm(centers[chosen] - centers[n_old:], axis=1)
+    merged = apart < _MERGED * np.sqrt(lam[chosen])
+    if not merged.any():
+        return centers, log_prior
+    copies = n_old + np.flatnonzero(merged)
+    log_prior = log_prior.copy()
+    log_prior[chosen[merged]] = np.logaddexp(log_prior[chosen[merged]], log_prior[copies])
+    keep = np.ones(len(centers), dtype=bool)
+    keep[copies] = False
+    return centers[keep], log_prior[keep]
+
+
+def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
+    """Mass-constrained annealing from one codevector at the mean to ``n_clusters``.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+    sample_weight : ndarray of shape (n_samples,)
+    n_clusters : int
+    max_iter : int
+        Cap on the updates at each temperature.
+    verbose : int, default=0
+
+    Returns
+    -------
+    GrowthResult
+        The codevectors are in the coordinates of X.
+    """
+    data = _Sample(X, sample_weight, n_clusters)
+    centers = np.zeros((1, X.shape[1]))
+    log_prior = np.zeros(1)
+    lam, axes = _principal_axes(data, centers, log_prior, 1.0)
+    data.scale = max(float(np.sqrt(lam[0])), np.finfo(float).tiny)
+    result = GrowthResult(centers, 0.0)
+    sigma_sq = _PAST_CRITICAL * float(lam[0])
+    while centers.shape[0] < n_clusters and lam.max() > 0:
+        n_old = len(centers)
+        critical = np.flatnonzero(_PAST_CRITICAL * lam >= sigma_sq)
+        chosen = _choose(critical, log_prior, lam, n_clusters - n_old)
+        centers, log_prior = _split(centers, log_prior, chosen, lam, axes)
+        centers, log_prior, objective, n_iter = _relax(data, centers, log_prior, sigma_sq,
+                                                       max_iter)
+        centers, log_prior = _merge_unsplit(centers, log_prior, chosen, n_old, lam)
+        result.sigmas.append(np.sqrt(sigma_sq))
+        result.objectives.append(objective)
+        result.n_iter.append(n_iter)
+        if verbose:
+            print(f"[anneal] sigma {np.sqrt(sigma_sq):.4e}  {len(centers)} codevectors  "
+                  f"free energy {objective: .9e}")
+        lam, axes = _principal_axes(data, centers, log_prior, sigma_sq)
+        # Large steps down to the next transition; the copies just made wait for the next one.
+        if len(chosen) == 0 or len(critical) <= n_clusters - n_old or not SEQ:
+            sigma_sq = _PAST_CRITICAL * min(sigma_sq, float(lam.max()))
+    result.centers = centers + data.mean
+    # all observations equal: any temperature describes them
+    result.sigma = float(np.sqrt(sigma_sq)) if sigma_sq > 0 else 1.0
+    return result
+
+
+STAGE_ITER = 10
+#: Temperatures of the cooling tail after the growth, each half the one before.
+_TAIL_STEPS = 3
+
+
+def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_path=False,
+                            verbose=0):
+    """Mass-constrained annealing, a short cooling tail, the Lloyd polish and a repair.
+
+    The codebook grows through its phase transitions (:func:`grow_codebook`);
+    at ``n_clusters`` codevectors the priors are dropped and ``spec``'s
+    relaxation cools over :data:`_TAIL_STEPS` halvings of the temperature
+    before Lloyd's algorithm (:func:`softkmeans._core.optimize.anneal`), and
+    :func:`softkmeans._core.split_merge.split_merge` mends what the Lloyd
+    fixed point left. No step is random.
+
+    Parameters
+    ----------
+    engine : engine object
+    spec : RelaxationSpec
+        The relaxation of the tail (its ``sigma`` is replaced).
+    n_clusters : int
+    max_iter, tol, record_path, verbose
+        As in :func:`softkmeans._core.optimize.anneal`.
+
+    Returns
+    -------
+    RunResult
+        As :func:`softkmeans._core.optimize.anneal`'s, its temperatures those of
+        the growth followed by the tail's (only the tail's have trajectories).
+    """
+    growth = grow_codebook(engine.X, engine.sample_weight, n_clusters,
+                           max_iter=min(max_iter, STAGE_ITER), verbose=verbose)
+    centers = growth.centers
+    if len(centers) < n_clusters:  # fewer clusters than asked: the polish reseeds the copies
+        centers = np.vstack([centers, np.repeat(centers[:1], n_clusters - len(centers), 0)])
+    tail = growth.sigma * 0.5 ** np.arange(1, _TAIL_STEPS + 1)
+    run = anneal(engine, centers, spec, tail, None, perturbation=0.0,
+                 max_iter=min(max_iter, STAGE_ITER), tol=tol, record_path=record_path,
+                 verbose=verbose)
+
+    def lloyd(start):
+        return alternating(engine, start, HARD, max_iter=max_iter, tol=tol, empty="reseed")
+
+    repaired = split_merge(engine, run, lloyd, max_rounds=n_clusters)
+    run.centers, run.stats, run.n_iter = repaired.centers, repaired.stats, repaired.n_iter
+    run.n_iter += int(np.sum(growth.n_iter))
+    run.sigmas = np.concatenate([growth.sigmas, run.sigmas])
+    run.stage_objectives = np.concatenate([growth.objectives, run.stage_objectives])
+    run.stage_iters = np.concatenate([np.asarray(growth.n_iter, dtype=int), run.stage_iters])
+    return run
