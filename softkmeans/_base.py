@@ -31,7 +31,7 @@ from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.temperature import auto_sigma, exact_zero_distances, lambda_max
-from ._validation import N_THREADS_CONSTRAINT, canonical_csr
+from ._validation import N_THREADS_CONSTRAINT, canonical_csr, check_sparse_structure
 from .diagnostics import _fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
@@ -132,6 +132,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
             X = check_cupy_array(self, X, reset)
         else:
+            check_sparse_structure(X)  # before scipy or a kernel reads its indices
             X = validate_data(self, X, reset=reset, accept_sparse="csr",
                               dtype=[np.float64, np.float32], order="C")
         return canonical_csr(X)

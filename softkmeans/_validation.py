@@ -3,9 +3,10 @@
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval
 
-__all__ = ["N_THREADS_CONSTRAINT", "canonical_csr"]
+__all__ = ["N_THREADS_CONSTRAINT", "canonical_csr", "check_sparse_structure"]
 
 #: scikit-learn parameter constraint of ``n_threads``, in the estimators and the diagnostics.
 N_THREADS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), None]
@@ -64,3 +65,95 @@ def canonical_csr(X):
     if wide:
         X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
     return X
+
+
+def check_sparse_structure(X, input_name="X"):
+    """``ValueError`` unless the index arrays of a scipy sparse matrix fit its shape.
+
+    scipy builds a CSR, CSC or BSR matrix from ``(data, indices, indptr)``
+    without checking that the indices lie within the shape or that
+    ``indptr`` never decreases (nor a COO matrix its coordinates), and
+    arrays changed in place after construction are never checked. The
+    compiled kernels, and scipy's own conversions, would then read and write
+    out of bounds. One pass over the index arrays (``O(nnz)``) turns such a
+    matrix into an error that names the problem, before anything else reads
+    it. Other inputs are returned unchecked.
+
+    Parameters
+    ----------
+    X : object
+        Any input; only scipy sparse matrices and arrays are checked.
+    input_name : str, default="X"
+        Name of the input in the error message.
+
+    Returns
+    -------
+    X : object
+        ``X`` itself.
+
+    Raises
+    ------
+    ValueError
+        For index arrays that do not describe a matrix of ``X.shape``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from softkmeans._validation import check_sparse_structure
+    >>> X = sp.csr_matrix((np.ones(2), np.array([0, 5]), np.array([0, 1, 2])), shape=(2, 3))
+    >>> check_sparse_structure(X)
+    Traceback (most recent call last):
+    ...
+    ValueError: X is a malformed csr matrix: column index 5 out of range [0, 3).
+    """
+    if not sp.issparse(X):
+        return X
+    fmt, (n_rows, n_cols) = X.format, X.shape
+    if fmt == "coo":
+        coords = getattr(X, "coords", None) or (X.row, X.col)
+        for axis, (index, size) in enumerate(zip(coords, X.shape, strict=True)):
+            _check_index_range(index, size, "row" if axis == 0 else "column", X, input_name)
+        return X
+    if fmt not in ("csr", "csc", "bsr"):
+        return X  # built by scipy's own methods, which keep them consistent
+    block_rows, block_cols = X.blocksize if fmt == "bsr" else (1, 1)
+    n_major, n_minor = n_rows // block_rows, n_cols // block_cols
+    major, minor = ("row", "column") if fmt != "csc" else ("column", "row")
+    if fmt == "csc":
+        n_major, n_minor = n_cols, n_rows
+    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+
+    def fail(problem):
+        raise ValueError(f"{input_name} is a malformed {fmt} matrix: {problem}.")
+
+    if indptr.ndim != 1 or indptr.shape[0] != n_major + 1:
+        fail(f"indptr has shape {indptr.shape}; {n_major} {major}s need {n_major + 1} entries")
+    if indices.ndim != 1 or not np.issubdtype(indices.dtype, np.integer) or not np.issubdtype(
+            indptr.dtype, np.integer):
+        fail("indices and indptr must be 1-D integer arrays")
+    n_stored = indices.shape[0]
+    if indptr[0] != 0:
+        fail(f"indptr starts at {indptr[0]}, not 0")
+    if indptr[-1] != n_stored:
+        fail(f"indptr ends at {indptr[-1]}, but {n_stored} entries are stored")
+    if len(X.data) != n_stored:
+        fail(f"data holds {len(X.data)} entries and indices {n_stored}")
+    steps = np.diff(indptr)
+    if steps.size and steps.min() < 0:
+        at = int(np.argmax(steps < 0))
+        fail(f"indptr decreases from {indptr[at]} to {indptr[at + 1]} at {major} {at}")
+    _check_index_range(indices, n_minor, minor, X, input_name)
+    return X
+
+
+def _check_index_range(index, size, axis, X, input_name):
+    """``ValueError`` unless every entry of ``index`` lies in ``[0, size)``."""
+    index = np.asarray(index)
+    if index.size == 0:
+        return
+    low, high = index.min(), index.max()
+    if low < 0 or high >= size:
+        bad = low if low < 0 else high
+        raise ValueError(f"{input_name} is a malformed {X.format} matrix: {axis} index {bad} out "
+                         f"of range [0, {size}).")

@@ -40,7 +40,7 @@ from ._core.bounds import BoundCheck, Certificate
 from ._core.optimize import weighted_means
 from ._core.responsibilities import RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
-from ._validation import N_THREADS_CONSTRAINT, canonical_csr
+from ._validation import N_THREADS_CONSTRAINT, canonical_csr, check_sparse_structure
 
 __all__ = [
     "BoundCheck",
@@ -64,6 +64,7 @@ _HARD = RelaxationSpec("hard")
 # ------------------------------------------------------------ validation
 def _data(X):
     """X as a float array or a canonical CSR matrix (:func:`~._validation.canonical_csr`)."""
+    X = check_sparse_structure(X)  # before scipy or a kernel reads its indices
     return canonical_csr(check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32],
                                      input_name="X"))
 

@@ -1,0 +1,107 @@
+"""Malformed, hostile and degenerate inputs: errors that name the problem, or correct fits."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
+
+ROOT = Path(__file__).resolve().parents[1]
+ESTIMATORS = [SoftKMeans, EntmaxKMeans, AnnealedKMeans]
+
+_MALFORMED_CSR = textwrap.dedent("""
+    import json
+    import numpy as np
+    import scipy.sparse as sp
+    from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans, diagnostics
+
+    good = sp.random(40, 5, density=0.5, format="csr", random_state=0, dtype=np.float64)
+    centers = good[:3].toarray()
+
+    def malformed(kind):
+        X = good.copy()
+        if kind == "column too large":
+            X.indices[3] = 10**6
+        elif kind == "column = n_features":
+            X.indices[3] = X.shape[1]
+        elif kind == "negative column":
+            X.indices[3] = -5
+        elif kind == "decreasing indptr":
+            X.indptr[10] = X.indptr[12] + 3
+        elif kind == "indptr[0] != 0":
+            X.indptr[0] = 1
+        elif kind == "indptr[-1] != nnz":
+            X.indptr[-1] -= 1
+        elif kind == "csc row too large":
+            X = X.tocsc()
+            X.indices[2] = 10**6
+        elif kind == "coo row too large":
+            X = X.tocoo()
+            X.row[2] = 10**6
+        return X
+
+    def calls(X):
+        for Estimator in (SoftKMeans, EntmaxKMeans, AnnealedKMeans):
+            name = Estimator.__name__
+            params = {"n_temperatures": 3} if name == "AnnealedKMeans" else {"sigma": 0.3}
+            model = Estimator(3, random_state=0, **params)
+            fitted = Estimator(3, random_state=0, **params).fit(good)
+            yield f"{name}.fit", lambda: model.fit(X)
+            yield f"{name}.fit_predict", lambda: model.fit_predict(X)
+            yield f"{name}.fit_transform", lambda: model.fit_transform(X)
+            for method in ("predict", "predict_proba", "transform", "score", "score_samples"):
+                yield f"{name}.{method}", lambda m=method: getattr(fitted, m)(X)
+        yield "margins", lambda: diagnostics.margins(X, centers)
+        yield "balance", lambda: diagnostics.balance(X, centers)
+        yield "radii", lambda: diagnostics.radii(X, centers)
+        yield "responsibilities", lambda: diagnostics.responsibilities(X, centers, 0.5)
+        yield "identification_sigma", lambda: diagnostics.identification_sigma(X, centers)
+        yield "unidentified_count", lambda: diagnostics.unidentified_count(X, centers, 0.5)
+        yield "critical_sigma", lambda: diagnostics.critical_sigma(X)
+        yield "objective_gaps", lambda: diagnostics.objective_gaps(X, centers, 0.5)
+        yield "centroid_map_bound", lambda: diagnostics.centroid_map_bound(X, centers, 0.5)
+        yield "fixed_point_constants", lambda: diagnostics.fixed_point_constants(X, centers, 0.5)
+        yield "certify", lambda: diagnostics.certify(X, centers, 0.5)
+
+    for kind in KINDS:
+        for name, call in calls(malformed(kind)):
+            try:
+                call()
+                outcome = "no error"
+            except ValueError as exc:
+                outcome = "ValueError: " + str(exc)
+            except Exception as exc:
+                outcome = f"{type(exc).__name__}: {exc}"
+            print(json.dumps([kind, name, outcome]), flush=True)
+""")
+
+MALFORMATIONS = {
+    "column too large": "column index 1000000 out of range",
+    "column = n_features": "column index 5 out of range",
+    "negative column": "column index -5 out of range",
+    "decreasing indptr": "indptr decreases",
+    "indptr[0] != 0": "indptr starts at 1",
+    "indptr[-1] != nnz": "indptr ends at",
+    "csc row too large": "row index 1000000 out of range",
+    "coo row too large": "row index 1000000 out of range",
+}
+
+
+def test_malformed_sparse_matrices_are_refused_by_every_entry_point():
+    """Out-of-range indices and inconsistent ``indptr`` are a ValueError at fit, every
+    inference method and every diagnostic, before a kernel or scipy reads out of bounds
+    (in a child process: the unchecked kernels crash the interpreter)."""
+    script = f"KINDS = {list(MALFORMATIONS)!r}\n" + _MALFORMED_CSR
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=900)
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+    assert done.returncode == 0, (done.returncode, rows[-1:], done.stderr[-2000:])
+    assert len(rows) == len(MALFORMATIONS) * 35
+    wrong = [row for row in rows if not (row[2].startswith("ValueError")
+                                         and "malformed" in row[2]
+                                         and MALFORMATIONS[row[0]] in row[2])]
+    assert not wrong, wrong[:10]
