@@ -379,7 +379,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         X, engine = self._engine_for(X)
         sigma = self.sigma_
         lse = engine.log_sum_exp(self._centers64(), sigma)
-        return lse - np.log(self.n_clusters) - 0.5 * X.shape[1] * np.log(2 * np.pi * sigma**2)
+        n_centroids = self.cluster_centers_.shape[0]  # fitted, whatever set_params changed
+        return lse - np.log(n_centroids) - 0.5 * X.shape[1] * np.log(2 * np.pi * sigma**2)
 
     def score(self, X, y=None, sample_weight=None):
         """Mean log-density of X under the model (see :meth:`score_samples`).

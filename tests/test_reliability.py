@@ -7,6 +7,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
+import pytest
+from _helpers import make_mixture
+
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,3 +109,38 @@ def test_malformed_sparse_matrices_are_refused_by_every_entry_point():
                                          and "malformed" in row[2]
                                          and MALFORMATIONS[row[0]] in row[2])]
     assert not wrong, wrong[:10]
+
+
+#: Other values of every model parameter: inference must not read any of them.
+_OTHER_PARAMS = {
+    SoftKMeans: {"sigma": 3.0, "algorithm": "gradient"},
+    EntmaxKMeans: {"sigma": 3.0, "alpha": 2.0, "empty_cluster": "reseed"},
+    AnnealedKMeans: {"method": "entmax", "alpha": 2.0, "schedule": [2.0, 1.0],
+                     "n_temperatures": 7, "perturbation": 0.5},
+}
+
+
+def _inference(model, X):
+    return {
+        "predict": model.predict(X),
+        "predict_proba": model.predict_proba(X),
+        "transform": model.transform(X),
+        "score_samples": model.score_samples(X),
+        "score": model.score(X),
+        "get_feature_names_out": model.get_feature_names_out(),
+    }
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_inference_reads_only_fitted_state(Estimator):
+    """After ``set_params`` of every model parameter, every inference method gives the same
+    bits: ``score`` and ``score_samples`` used to read the constructor's ``n_clusters``."""
+    X = make_mixture(n_per=30)[0]
+    params = {"sigma": 0.5} if Estimator is not AnnealedKMeans else {"n_temperatures": 5}
+    model = Estimator(3, random_state=0, **params).fit(X)
+    before = _inference(model, X)
+    model.set_params(n_clusters=5, init="random", n_init=2, max_iter=3, tol=0.5,
+                     random_state=7, **_OTHER_PARAMS[Estimator])
+    after = _inference(model, X)
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
