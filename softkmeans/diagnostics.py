@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import _check_sample_weight
@@ -623,6 +624,8 @@ def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="aut
     >>> round(c["sigma_star"], 3), c["hypothesis"]
     (2.413, True)
     """
+    if sp.issparse(centers):  # the TypeError of the other functions (check_array's)
+        check_array(centers, input_name="centers")
     path = np.asarray(centers, dtype=np.float64)
     path = path[None] if path.ndim == 2 else path
     if path.ndim != 3 or len(path) == 0:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from _helpers import make_mixture
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
@@ -144,3 +145,16 @@ def test_inference_reads_only_fitted_state(Estimator):
     after = _inference(model, X)
     for name, value in before.items():
         np.testing.assert_array_equal(after[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["margins", "balance", "radii", "responsibilities",
+                                  "identification_sigma", "unidentified_count", "objective_gaps",
+                                  "centroid_map_bound", "fixed_point_constants", "certify"])
+def test_sparse_centers_are_refused_by_every_diagnostic_alike(name):
+    """``fixed_point_constants`` said "setting an array element with a sequence."."""
+    from softkmeans import diagnostics
+
+    X = make_mixture(n_per=10)[0]
+    sigma = () if name in ("margins", "balance", "radii", "identification_sigma") else (0.5,)
+    with pytest.raises(TypeError, match="Sparse data was passed for centers, but dense data"):
+        getattr(diagnostics, name)(X, sp.csr_matrix(X[:3]), *sigma)
