@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -158,3 +159,15 @@ def test_sparse_centers_are_refused_by_every_diagnostic_alike(name):
     sigma = () if name in ("margins", "balance", "radii", "identification_sigma") else (0.5,)
     with pytest.raises(TypeError, match="Sparse data was passed for centers, but dense data"):
         getattr(diagnostics, name)(X, sp.csr_matrix(X[:3]), *sigma)
+
+
+def test_the_command_line_ends_quietly_when_its_reader_goes_away():
+    """``python -m softkmeans demo | head -1`` ended with a BrokenPipeError traceback and
+    status 1; it now ends as a tool that SIGPIPE ended (status 141) without a message."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-m", "softkmeans", "demo"], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child.stdout.close()  # the reader is gone before the first line
+    stderr = child.stderr.read()
+    assert child.wait(timeout=600) == (141 if hasattr(signal, "SIGPIPE") else 1)
+    assert "Error" not in stderr and "Traceback" not in stderr, stderr
