@@ -30,6 +30,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from ._core.seeding import separate_coincident
 from ._core.temperature import auto_sigma, exact_zero_distances, lambda_max
 from ._validation import N_THREADS_CONSTRAINT, canonical_csr, check_sparse_structure
 from .diagnostics import _fitted_diagnostics
@@ -241,7 +242,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         for i in range(self._n_init):
             if self.verbose and self._n_init > 1:
                 print(f"initialization {i + 1}/{self._n_init}")
-            centers = self._init_centers(X, engine, rng)
+            centers = separate_coincident(engine, self._init_centers(X, engine, rng))
             if i == 0:
                 self._prepare(engine, centers)
             run = self._run(engine, centers, rng)

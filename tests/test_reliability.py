@@ -202,3 +202,51 @@ def test_annealing_polish_leaves_every_centroid_on_the_data(X, k, method):
     if k == len(X):
         assert np.unique(model.labels_).size == k
         assert model.inertia_ < 1e-12  # rounding of the expanded squared distances
+
+
+def _three_blobs():
+    from sklearn.datasets import make_blobs
+
+    return make_blobs(120, centers=3, random_state=0)[0]
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("Estimator, params", [
+    (SoftKMeans, {}), (SoftKMeans, {"sigma": 0.05}), (SoftKMeans, {"sigma": 1.0}),
+    (SoftKMeans, {"algorithm": "gradient", "sigma": 0.3}), (EntmaxKMeans, {}),
+    (EntmaxKMeans, {"sigma": 1.0}), (EntmaxKMeans, {"empty_cluster": "reseed"}),
+    (AnnealedKMeans, {"n_temperatures": 8}),
+])
+def test_coinciding_starting_centroids_are_separated(Estimator, params, sparse):
+    """``init=np.repeat(X[:1], 3, 0)`` on three blobs ended at inertia 654 (KMeans: 195) with
+    a centroid that never moved: equal centroids get equal responsibilities at every
+    temperature. The copies now start on far observations, as KMeans relocates them."""
+    from sklearn.cluster import KMeans
+
+    X = _three_blobs()
+    init = np.repeat(X[:1], 3, axis=0)
+    kmeans = KMeans(3, init=init, n_init=1).fit(X).inertia_
+    model = Estimator(3, init=init, **params).fit(sp.csr_matrix(X) if sparse else X)
+    assert np.bincount(model.labels_, minlength=3).min() > 30
+    assert model.inertia_ < 1.01 * kmeans
+    assert np.array_equal(init, np.repeat(X[:1], 3, axis=0))  # the caller's array is kept
+
+
+@pytest.mark.parametrize("init", ["random", "k-means++"])
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_draws_on_duplicate_rows_start_from_distinct_positions(Estimator, init):
+    """With 4 distinct points x 100 copies, ``init="random"`` found the 4 clusters for 4 of 10
+    seeds (KMeans: 10 of 10): drawn rows that coincide now start apart."""
+    X = np.repeat(np.random.RandomState(0).normal(size=(4, 2)) * 10, 100, axis=0)
+    params = {"n_temperatures": 5} if Estimator is AnnealedKMeans else {}
+    for seed in range(10):
+        model = Estimator(4, init=init, n_init=1, random_state=seed, **params).fit(X)
+        groups = {(g, label) for g, label in zip(np.arange(400) // 100, model.labels_, strict=True)}
+        assert len(groups) == 4 and np.unique(model.labels_).size == 4, seed
+
+
+def test_zero_weight_rows_do_not_receive_separated_centroids():
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [50.0, 50.0]])
+    weights = np.array([1.0, 1.0, 1.0, 0.0])
+    model = EntmaxKMeans(2, sigma=0.1, init=np.zeros((2, 2))).fit(X, sample_weight=weights)
+    assert np.abs(model.cluster_centers_).max() <= 1.0
