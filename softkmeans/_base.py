@@ -32,7 +32,12 @@ from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.seeding import separate_coincident
 from ._core.temperature import auto_sigma, exact_zero_distances, lambda_max
-from ._validation import N_THREADS_CONSTRAINT, canonical_csr, check_sparse_structure
+from ._validation import (
+    N_THREADS_CONSTRAINT,
+    canonical_csr,
+    check_init_magnitude,
+    check_sparse_structure,
+)
 from .diagnostics import _fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
@@ -178,6 +183,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                 )
             self._n_init = 1
             self._init_array = init.astype(np.float64)
+            check_init_magnitude(self._init_array, X.dtype)
 
     # ----------------------------------------------------------------- fitting
     def _init_centers(self, X, engine, rng):
@@ -201,6 +207,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                     f"The init callable returned shape {centers.shape}; expected "
                     f"({k}, {X.shape[1]})."
                 )
+            check_init_magnitude(centers, X.dtype, "The init callable's result")
             return centers
         if self.init == "random":
             rows = rng.choice(X.shape[0], size=k, replace=False, p=w / w.sum())

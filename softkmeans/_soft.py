@@ -45,7 +45,8 @@ class SoftKMeans(FixedTemperatureKMeans):
         observations), which no update would ever separate, are moved apart as
         K-Means relocates empty clusters: each copy after the first goes onto the
         observation farthest from the centroids placed before it, while X has
-        distinct observations left.
+        distinct observations left. Centroids whose squared norms would overflow
+        squared distances in the dtype of X are refused (``ValueError``).
     n_init : "auto" or int, default="auto"
         Number of starts; the run with the lowest ``F_sigma`` is kept. ``"auto"``
         is 1 for "k-means++" and an array, 10 for "random" and a callable (as in

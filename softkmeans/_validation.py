@@ -6,7 +6,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval
 
-__all__ = ["N_THREADS_CONSTRAINT", "canonical_csr", "check_sparse_structure"]
+__all__ = ["N_THREADS_CONSTRAINT", "canonical_csr", "check_init_magnitude",
+           "check_sparse_structure"]
 
 #: scikit-learn parameter constraint of ``n_threads``, in the estimators and the diagnostics.
 N_THREADS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), None]
@@ -157,3 +158,42 @@ def _check_index_range(index, size, axis, X, input_name):
         bad = low if low < 0 else high
         raise ValueError(f"{input_name} is a malformed {X.format} matrix: {axis} index {bad} out "
                          f"of range [0, {size}).")
+
+
+def check_init_magnitude(centers, dtype, source="init"):
+    """``ValueError`` if starting centroids are too large for squared distances in ``dtype``.
+
+    The passes take squared distances in the dtype of X, which overflow for
+    a centroid whose squared norm exceeds ``max / 16`` of it; ``predict``
+    refuses a model with such a centroid (see
+    :func:`softkmeans._backends.check_magnitude`). A fit from one would
+    keep it, out of reach of every observation, or fail on infinite
+    distances, so it is refused at the start, naming its source.
+
+    Parameters
+    ----------
+    centers : ndarray of shape (n_clusters, n_features)
+        Finite starting centroids.
+    dtype : dtype
+        The dtype of X.
+    source : str, default="init"
+        Where they come from, for the message.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from softkmeans._validation import check_init_magnitude
+    >>> check_init_magnitude(np.array([[1e200, 0.0]]), np.float64)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: init has a centroid of squared norm inf, above 1.12e+307, the largest at ...
+    """
+    limit = float(np.finfo(dtype).max) / 16
+    with np.errstate(over="ignore"):
+        largest = float(np.einsum("ij,ij->i", centers, centers).max(initial=0.0))
+    if not largest <= limit:
+        raise ValueError(
+            f"{source} has a centroid of squared norm {largest:.3g}, above {limit:.3g}, the "
+            f"largest at which squared distances in {np.dtype(dtype).name} do not overflow: "
+            "start from centroids within the range of the data."
+        )

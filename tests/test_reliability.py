@@ -250,3 +250,35 @@ def test_zero_weight_rows_do_not_receive_separated_centroids():
     weights = np.array([1.0, 1.0, 1.0, 0.0])
     model = EntmaxKMeans(2, sigma=0.1, init=np.zeros((2, 2))).fit(X, sample_weight=weights)
     assert np.abs(model.cluster_centers_).max() <= 1.0
+
+
+@pytest.mark.parametrize("dtype, far", [(np.float64, 1e200), (np.float32, 1e200),
+                                        (np.float32, 1e20)])
+@pytest.mark.parametrize("rows", ["one row", "every row"])
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_an_init_whose_squared_distances_overflow_is_refused(Estimator, rows, dtype, far):
+    """One row of ``init`` moved by 1e200: the fit succeeded (inertia 743) and ``predict``
+    then refused the model ("centers are too large in magnitude"); every row at 1e200 made
+    AnnealedKMeans raise "sigma must lie in [1e-150, 1e+150] ...; got nan"."""
+    X = _three_blobs().astype(dtype)
+    init = X[:3].astype(np.float64)
+    init[: 1 if rows == "one row" else 3, 0] += far
+    with pytest.raises(ValueError, match=r"^init has a centroid of squared norm .* "
+                                         f"{np.dtype(dtype).name} do not overflow"):
+        Estimator(3, init=init).fit(X)
+
+    def far_start(X, n_clusters, random_state):
+        return init
+
+    with pytest.raises(ValueError, match="^The init callable's result has a centroid"):
+        Estimator(3, init=far_start, n_init=1).fit(X)
+
+
+@pytest.mark.filterwarnings("ignore:Number of distinct clusters")  # the far one stays empty
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_an_init_at_the_largest_magnitude_predict_accepts_is_fitted(Estimator):
+    X = _three_blobs()
+    init = X[:3].copy()
+    init[0, 0] = 1e150  # squared norm 1e300: within float64's range for distances
+    model = Estimator(3, init=init).fit(X)
+    assert model.predict(X).shape == (len(X),)
