@@ -350,7 +350,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             Rows sum to 1.
         """
         X, engine = self._engine_for(X)
-        return engine.responsibilities(self._centers64(), self._final_spec).astype(X.dtype)
+        return engine.responsibilities(self._centers64(), self._final_spec, dtype=X.dtype)
 
     def transform(self, X):
         """Euclidean distance of each sample to every centroid (as ``KMeans.transform``).
@@ -364,7 +364,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         distances : ndarray of shape (n_samples, n_clusters)
         """
         X, engine = self._engine_for(X)
-        return np.sqrt(engine.sq_distances(self._centers64())).astype(X.dtype)
+        return engine.sq_distances(self._centers64(), dtype=X.dtype, sqrt=True)
 
     def score_samples(self, X):
         """Log-density of each sample under the model's Gaussian mixture.
