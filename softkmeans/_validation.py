@@ -78,12 +78,13 @@ def check_sparse_structure(X, input_name="X"):
     compiled kernels, and scipy's own conversions, would then read and write
     out of bounds. One pass over the index arrays (``O(nnz)``) turns such a
     matrix into an error that names the problem, before anything else reads
-    it. Other inputs are returned unchecked.
+    it. CuPy's sparse matrices (``cupyx.scipy.sparse``) are checked alike, on
+    the GPU. Other inputs are returned unchecked.
 
     Parameters
     ----------
     X : object
-        Any input; only scipy sparse matrices and arrays are checked.
+        Any input; only scipy (and CuPy) sparse matrices and arrays are checked.
     input_name : str, default="X"
         Name of the input in the error message.
 
@@ -108,7 +109,7 @@ def check_sparse_structure(X, input_name="X"):
     ...
     ValueError: X is a malformed csr matrix: column index 5 out of range [0, 3).
     """
-    if not sp.issparse(X):
+    if not (sp.issparse(X) or type(X).__module__.startswith("cupyx.")):
         return X
     fmt, (n_rows, n_cols) = X.format, X.shape
     if fmt == "coo":
@@ -123,7 +124,7 @@ def check_sparse_structure(X, input_name="X"):
     major, minor = ("row", "column") if fmt != "csc" else ("column", "row")
     if fmt == "csc":
         n_major, n_minor = n_cols, n_rows
-    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+    indptr, indices = X.indptr, X.indices  # numpy or CuPy arrays: their methods only
 
     def fail(problem):
         raise ValueError(f"{input_name} is a malformed {fmt} matrix: {problem}.")
@@ -134,26 +135,26 @@ def check_sparse_structure(X, input_name="X"):
             indptr.dtype, np.integer):
         fail("indices and indptr must be 1-D integer arrays")
     n_stored = indices.shape[0]
-    if indptr[0] != 0:
-        fail(f"indptr starts at {indptr[0]}, not 0")
-    if indptr[-1] != n_stored:
-        fail(f"indptr ends at {indptr[-1]}, but {n_stored} entries are stored")
+    first, last = int(indptr[0]), int(indptr[-1])
+    if first != 0:
+        fail(f"indptr starts at {first}, not 0")
+    if last != n_stored:
+        fail(f"indptr ends at {last}, but {n_stored} entries are stored")
     if len(X.data) != n_stored:
         fail(f"data holds {len(X.data)} entries and indices {n_stored}")
-    steps = np.diff(indptr)
-    if steps.size and steps.min() < 0:
-        at = int(np.argmax(steps < 0))
-        fail(f"indptr decreases from {indptr[at]} to {indptr[at + 1]} at {major} {at}")
+    decreases = indptr[1:] < indptr[:-1]
+    if n_major and bool(decreases.any()):
+        at = int(decreases.argmax())
+        fail(f"indptr decreases from {int(indptr[at])} to {int(indptr[at + 1])} at {major} {at}")
     _check_index_range(indices, n_minor, minor, X, input_name)
     return X
 
 
 def _check_index_range(index, size, axis, X, input_name):
     """``ValueError`` unless every entry of ``index`` lies in ``[0, size)``."""
-    index = np.asarray(index)
     if index.size == 0:
         return
-    low, high = index.min(), index.max()
+    low, high = int(index.min()), int(index.max())
     if low < 0 or high >= size:
         bad = low if low < 0 else high
         raise ValueError(f"{input_name} is a malformed {X.format} matrix: {axis} index {bad} out "
