@@ -1,6 +1,9 @@
 """Command line: ``python -m softkmeans demo``, ``reproduce`` and ``compile``."""
 
 import argparse
+import functools
+import os
+import signal
 import sys
 
 __all__ = ["main"]
@@ -17,6 +20,33 @@ def seed(text):
     return value
 
 
+def _quiet_on_broken_pipe(main):
+    """Make ``main`` end as command-line tools do when its reader goes away (``| head``).
+
+    Python ignores SIGPIPE, so a write to a closed pipe raises
+    BrokenPipeError, whose traceback ended the command. Standard output is
+    flushed before ``main`` returns, so that the error is raised here rather
+    than at the interpreter's exit; then it is pointed at ``os.devnull``
+    (nothing more can reach the reader) and the exit status is
+    ``128 + SIGPIPE`` (141), what a shell reports for a tool that SIGPIPE
+    ended; 1 where there is no SIGPIPE.
+    """
+
+    @functools.wraps(main)
+    def run(argv=None):
+        try:
+            try:
+                return main(argv)
+            finally:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else 1
+
+    return run
+
+
+@_quiet_on_broken_pipe
 def main(argv=None):
     """Entry point of ``python -m softkmeans``.
 

@@ -85,7 +85,9 @@ class AnnealedKMeans(BaseSoftKMeans):
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
-        The polished centroids (a K-Means fixed point).
+        The polished centroids (a K-Means fixed point): each is the mean of its
+        observations; one that the polish leaves without observations moves onto
+        the observation farthest from its centroid, as in scikit-learn's ``KMeans``.
     labels_, inertia_, margins_, margin_min_, identification_sigma_, critical_sigma_, \
 beta_, gap_, bounds_, n_features_in_, feature_names_in_
         As in :class:`SoftKMeans`, at the last temperature; with ``method="entmax"``,

@@ -30,8 +30,14 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from ._core.seeding import separate_coincident
 from ._core.temperature import AUTO_SIGMA_SHRINK, auto_sigma, exact_zero_distances, lambda_max
-from ._validation import N_THREADS_CONSTRAINT, canonical_csr
+from ._validation import (
+    N_THREADS_CONSTRAINT,
+    canonical_csr,
+    check_init_magnitude,
+    check_sparse_structure,
+)
 from .diagnostics import _fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
@@ -135,6 +141,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
             X = check_cupy_array(self, X, reset)
         else:
+            check_sparse_structure(X)  # before scipy or a kernel reads its indices
             X = validate_data(self, X, reset=reset, accept_sparse="csr",
                               dtype=[np.float64, np.float32], order="C")
         return canonical_csr(X)
@@ -179,9 +186,15 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                 )
             self._n_init = 1
             self._init_array = init.astype(np.float64)
+            check_init_magnitude(self._init_array, X.dtype)
 
     # ----------------------------------------------------------------- fitting
     def _init_centers(self, X, engine, rng):
+        """Starting centroids from ``init``, coinciding ones separated (see
+        :func:`softkmeans._core.seeding.separate_coincident`)."""
+        return separate_coincident(engine, self._draw_init(X, engine, rng))
+
+    def _draw_init(self, X, engine, rng):
         """Starting centroids (float64) from the ``init`` parameter.
 
         The random draws use the weights relative to the largest: the same
@@ -202,6 +215,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                     f"The init callable returned shape {centers.shape}; expected "
                     f"({k}, {X.shape[1]})."
                 )
+            check_init_magnitude(centers, X.dtype, "The init callable's result")
             return centers
         if self.init == "random":
             rows = rng.choice(X.shape[0], size=k, replace=False, p=w / w.sum())
@@ -351,7 +365,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             Rows sum to 1.
         """
         X, engine = self._engine_for(X)
-        return engine.responsibilities(self._centers64(), self._final_spec).astype(X.dtype)
+        return engine.responsibilities(self._centers64(), self._final_spec, dtype=X.dtype)
 
     def transform(self, X):
         """Euclidean distance of each sample to every centroid (as ``KMeans.transform``).
@@ -365,7 +379,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         distances : ndarray of shape (n_samples, n_clusters)
         """
         X, engine = self._engine_for(X)
-        return np.sqrt(engine.sq_distances(self._centers64())).astype(X.dtype)
+        return engine.sq_distances(self._centers64(), dtype=X.dtype, sqrt=True)
 
     def score_samples(self, X):
         """Log-density of each sample under the model's Gaussian mixture.
@@ -388,7 +402,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         X, engine = self._engine_for(X)
         sigma = self.sigma_
         lse = engine.log_sum_exp(self._centers64(), sigma)
-        return lse - np.log(self.n_clusters) - 0.5 * X.shape[1] * np.log(2 * np.pi * sigma**2)
+        n_centroids = self.cluster_centers_.shape[0]  # fitted, whatever set_params changed
+        return lse - np.log(n_centroids) - 0.5 * X.shape[1] * np.log(2 * np.pi * sigma**2)
 
     def score(self, X, y=None, sample_weight=None):
         """Mean log-density of X under the model (see :meth:`score_samples`).

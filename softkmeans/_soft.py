@@ -48,7 +48,13 @@ class SoftKMeans(FixedTemperatureKMeans):
             (n_clusters, n_features), default="k-means++"
         Starting centroids: scikit-learn's :func:`~sklearn.cluster.kmeans_plusplus`,
         observations drawn with probability proportional to their weight, a
-        callable ``init(X, n_clusters, random_state)``, or an array.
+        callable ``init(X, n_clusters, random_state)``, or an array. Starting
+        centroids that coincide (equal rows of an array, or draws on duplicate
+        observations), which no update would ever separate, are moved apart as
+        K-Means relocates empty clusters: each copy after the first goes onto the
+        observation farthest from the centroids placed before it, while X has
+        distinct observations left. Centroids whose squared norms would overflow
+        squared distances in the dtype of X are refused (``ValueError``).
     n_init : "auto" or int, default="auto"
         Number of starts; the run with the lowest ``F_sigma`` is kept. ``"auto"``
         is 1 for "k-means++" and an array, 10 for "random" and a callable (as in

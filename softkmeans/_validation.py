@@ -3,9 +3,11 @@
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval
 
-__all__ = ["N_THREADS_CONSTRAINT", "canonical_csr"]
+__all__ = ["N_THREADS_CONSTRAINT", "canonical_csr", "check_init_magnitude",
+           "check_sparse_structure"]
 
 #: scikit-learn parameter constraint of ``n_threads``, in the estimators and the diagnostics.
 N_THREADS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), None]
@@ -64,3 +66,135 @@ def canonical_csr(X):
     if wide:
         X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
     return X
+
+
+def check_sparse_structure(X, input_name="X"):
+    """``ValueError`` unless the index arrays of a scipy sparse matrix fit its shape.
+
+    scipy builds a CSR, CSC or BSR matrix from ``(data, indices, indptr)``
+    without checking that the indices lie within the shape or that
+    ``indptr`` never decreases (nor a COO matrix its coordinates), and
+    arrays changed in place after construction are never checked. The
+    compiled kernels, and scipy's own conversions, would then read and write
+    out of bounds. One pass over the index arrays (``O(nnz)``) turns such a
+    matrix into an error that names the problem, before anything else reads
+    it. CuPy's sparse matrices (``cupyx.scipy.sparse``) are checked alike, on
+    the GPU. Other inputs are returned unchecked.
+
+    Parameters
+    ----------
+    X : object
+        Any input; only scipy (and CuPy) sparse matrices and arrays are checked.
+    input_name : str, default="X"
+        Name of the input in the error message.
+
+    Returns
+    -------
+    X : object
+        ``X`` itself.
+
+    Raises
+    ------
+    ValueError
+        For index arrays that do not describe a matrix of ``X.shape``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from softkmeans._validation import check_sparse_structure
+    >>> X = sp.csr_matrix((np.ones(2), np.array([0, 5]), np.array([0, 1, 2])), shape=(2, 3))
+    >>> check_sparse_structure(X)
+    Traceback (most recent call last):
+    ...
+    ValueError: X is a malformed csr matrix: column index 5 out of range [0, 3).
+    """
+    if not (sp.issparse(X) or type(X).__module__.startswith("cupyx.")):
+        return X
+    fmt, (n_rows, n_cols) = X.format, X.shape
+    if fmt == "coo":
+        coords = getattr(X, "coords", None) or (X.row, X.col)
+        for axis, (index, size) in enumerate(zip(coords, X.shape, strict=True)):
+            _check_index_range(index, size, "row" if axis == 0 else "column", X, input_name)
+        return X
+    if fmt not in ("csr", "csc", "bsr"):
+        return X  # built by scipy's own methods, which keep them consistent
+    block_rows, block_cols = X.blocksize if fmt == "bsr" else (1, 1)
+    n_major, n_minor = n_rows // block_rows, n_cols // block_cols
+    major, minor = ("row", "column") if fmt != "csc" else ("column", "row")
+    if fmt == "csc":
+        n_major, n_minor = n_cols, n_rows
+    indptr, indices = X.indptr, X.indices  # numpy or CuPy arrays: their methods only
+
+    def fail(problem):
+        raise ValueError(f"{input_name} is a malformed {fmt} matrix: {problem}.")
+
+    if indptr.ndim != 1 or indptr.shape[0] != n_major + 1:
+        fail(f"indptr has shape {indptr.shape}; {n_major} {major}s need {n_major + 1} entries")
+    if indices.ndim != 1 or not np.issubdtype(indices.dtype, np.integer) or not np.issubdtype(
+            indptr.dtype, np.integer):
+        fail("indices and indptr must be 1-D integer arrays")
+    n_stored = indices.shape[0]
+    first, last = int(indptr[0]), int(indptr[-1])
+    if first != 0:
+        fail(f"indptr starts at {first}, not 0")
+    if last != n_stored:
+        fail(f"indptr ends at {last}, but {n_stored} entries are stored")
+    if len(X.data) != n_stored:
+        fail(f"data holds {len(X.data)} entries and indices {n_stored}")
+    decreases = indptr[1:] < indptr[:-1]
+    if n_major and bool(decreases.any()):
+        at = int(decreases.argmax())
+        fail(f"indptr decreases from {int(indptr[at])} to {int(indptr[at + 1])} at {major} {at}")
+    _check_index_range(indices, n_minor, minor, X, input_name)
+    return X
+
+
+def _check_index_range(index, size, axis, X, input_name):
+    """``ValueError`` unless every entry of ``index`` lies in ``[0, size)``."""
+    if index.size == 0:
+        return
+    low, high = int(index.min()), int(index.max())
+    if low < 0 or high >= size:
+        bad = low if low < 0 else high
+        raise ValueError(f"{input_name} is a malformed {X.format} matrix: {axis} index {bad} out "
+                         f"of range [0, {size}).")
+
+
+def check_init_magnitude(centers, dtype, source="init"):
+    """``ValueError`` if starting centroids are too large for squared distances in ``dtype``.
+
+    The passes take squared distances in the dtype of X, which overflow for
+    a centroid whose squared norm exceeds ``max / 16`` of it; ``predict``
+    refuses a model with such a centroid (see
+    :func:`softkmeans._backends.check_magnitude`). A fit from one would
+    keep it, out of reach of every observation, or fail on infinite
+    distances, so it is refused at the start, naming its source.
+
+    Parameters
+    ----------
+    centers : ndarray of shape (n_clusters, n_features)
+        Finite starting centroids.
+    dtype : dtype
+        The dtype of X.
+    source : str, default="init"
+        Where they come from, for the message.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from softkmeans._validation import check_init_magnitude
+    >>> check_init_magnitude(np.array([[1e200, 0.0]]), np.float64)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: init has a centroid of squared norm inf, above 1.12e+307, the largest at ...
+    """
+    limit = float(np.finfo(dtype).max) / 16
+    with np.errstate(over="ignore"):
+        largest = float(np.einsum("ij,ij->i", centers, centers).max(initial=0.0))
+    if not largest <= limit:
+        raise ValueError(
+            f"{source} has a centroid of squared norm {largest:.3g}, above {limit:.3g}, the "
+            f"largest at which squared distances in {np.dtype(dtype).name} do not overflow: "
+            "start from centroids within the range of the data."
+        )

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import _check_sample_weight
@@ -40,7 +41,7 @@ from ._core.bounds import BoundCheck, Certificate
 from ._core.optimize import weighted_means
 from ._core.responsibilities import RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
-from ._validation import N_THREADS_CONSTRAINT, canonical_csr
+from ._validation import N_THREADS_CONSTRAINT, canonical_csr, check_sparse_structure
 
 __all__ = [
     "BoundCheck",
@@ -64,6 +65,7 @@ _HARD = RelaxationSpec("hard")
 # ------------------------------------------------------------ validation
 def _data(X):
     """X as a float array or a canonical CSR matrix (:func:`~._validation.canonical_csr`)."""
+    X = check_sparse_structure(X)  # before scipy or a kernel reads its indices
     return canonical_csr(check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32],
                                      input_name="X"))
 
@@ -622,6 +624,8 @@ def fixed_point_constants(X, centers, sigma, *, sample_weight=None, backend="aut
     >>> round(c["sigma_star"], 3), c["hypothesis"]
     (2.413, True)
     """
+    if sp.issparse(centers):  # the TypeError of the other functions (check_array's)
+        check_array(centers, input_name="centers")
     path = np.asarray(centers, dtype=np.float64)
     path = path[None] if path.ndim == 2 else path
     if path.ndim != 3 or len(path) == 0:

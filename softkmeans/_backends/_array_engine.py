@@ -288,20 +288,22 @@ class ArrayEngine(PassSession):
             self._to_host(margins).astype(np.float64), self._to_host(dmin).astype(np.float64),
         )
 
-    def responsibilities(self, centers, spec):
-        """Responsibilities of every observation, shape (n_samples, n_clusters)."""
+    def responsibilities(self, centers, spec, dtype=None):
+        """Responsibilities of every observation, shape (n_samples, n_clusters), in ``dtype``
+        (None: the dtype of X), written block by block into the output."""
         xp, k = self.xp, centers.shape[0]
-        out = xp.empty((self.n_samples, k), dtype=self.dtype)
+        out = xp.empty((self.n_samples, k), dtype=dtype or self.dtype)
         for rows, D in self._blocks(centers):
             lab, _, _, resp, _ = self._assign(D, spec)
             out[rows] = _dense(self._one_hot_t(lab, k).T) if resp is None else resp
         return self._output(out)
 
-    def sq_distances(self, centers):
-        """Squared distances to every centroid, shape (n_samples, n_clusters)."""
-        out = self.xp.empty((self.n_samples, centers.shape[0]), dtype=self.dtype)
+    def sq_distances(self, centers, dtype=None, sqrt=False):
+        """Squared distances to every centroid (the distances if ``sqrt``), shape
+        (n_samples, n_clusters), in ``dtype`` (None: the dtype of X)."""
+        out = self.xp.empty((self.n_samples, centers.shape[0]), dtype=dtype or self.dtype)
         for rows, D in self._blocks(centers):
-            out[rows] = D
+            out[rows] = self.xp.sqrt(D) if sqrt else D
         return self._output(out)
 
     def max_sq_distances(self, points):

@@ -20,6 +20,7 @@ import cupyx.scipy.sparse as cusparse
 import numpy as np
 import scipy.sparse as sp
 
+from .._validation import check_sparse_structure
 from ._array_engine import ArrayEngine
 from ._array_kernels import CANDIDATE_CAP, ArrayKernels
 
@@ -188,7 +189,7 @@ def check_cupy_array(estimator, X, reset):
     X : cupy.ndarray or cupyx CSR matrix
     """
     if cusparse.issparse(X):
-        X = X.tocsr()
+        X = check_sparse_structure(X).tocsr()  # before a kernel reads out of bounds
         values = X.data
     else:
         X = cupy.asarray(X)

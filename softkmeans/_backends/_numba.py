@@ -26,6 +26,7 @@ runs at one thread inside a pass. Results do not depend on the number of
 threads beyond rounding.
 """
 
+import copy
 import functools
 import os
 import queue
@@ -84,6 +85,10 @@ _NO_SHIFT = np.empty(0)
 LIGHT_MASS = 1e-6
 #: ``exp(-x)`` is 0 in float64 beyond this ``x``.
 _UNDERFLOW = 746.0
+#: Values (rows x centroids) of the float64 block of a pass whose per-centroid output is asked
+#: for in another dtype (``NumbaEngine._output_pass``): 32 MB, of ``4M d`` multiply-adds at
+#: ``d`` features, work for ``1 + d`` threads (:data:`WORK_PER_THREAD`).
+OUTPUT_BLOCK_ELEMENTS = 1 << 22
 _controller = None
 #: OpenBLAS core types (``threadpoolctl``'s ``architecture``) with small-matrix GEMM kernels.
 SMALL_KERNEL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
@@ -652,16 +657,60 @@ class NumbaEngine(NumpyEngine):
             sums += weighted.T @ (Xb.toarray() if sp.issparse(Xb) else Xb)
         stats.masses[light], stats.sums[light] = masses, sums
 
-    @_numpy_until_compiled
-    def responsibilities(self, centers, spec):
-        """Responsibilities of every observation, shape (n_samples, n_clusters)."""
-        out = np.empty((self.n_samples, centers.shape[0]))
-        self._pass(centers, spec, False, OUT_RESP, out)
+    def _rows(self, rows):
+        """This engine on the rows ``rows`` (a slice) of X, for a pass over them alone.
+
+        Everything a pass reads of the rows is a view of this engine's arrays
+        (the shift stays X's, so distances are the same); a CSR block's arrays
+        are copies of that block's entries only.
+        """
+        view = copy.copy(self)
+        view.X = self.X[rows]
+        if sp.issparse(self.X):
+            view._csr_arrays = tuple(_read_only(a) for a in
+                                     (view.X.data, view.X.indices, view.X.indptr))
+        elif self._shift is not None:
+            view._shifted_x_sq = self.distance_norms()[rows]
+        view.x_sq = self.x_sq[rows]
+        view.sample_weight = self.sample_weight[rows]
+        view._kernel_weights = self._kernel_weights[rows]
+        return view
+
+    def _output_pass(self, centers, spec, out_mode, dtype, sqrt=False):
+        """A pass that writes a value per row and centroid (``out_mode``) into an array of
+        ``dtype``, their square roots if ``sqrt``.
+
+        The kernels write float64: for another dtype the pass runs over blocks
+        of :data:`OUTPUT_BLOCK_ELEMENTS` values, each converted into the
+        output, so that besides it only one block is allocated.
+        """
+        n, k = self.n_samples, centers.shape[0]
+        out = np.empty((n, k), dtype=dtype)
+        if out.dtype == np.float64:
+            self._pass(centers, spec, False, out_mode, out)
+            return np.sqrt(out, out=out) if sqrt else out
+        blocks = list(row_blocks(n, k, OUTPUT_BLOCK_ELEMENTS))
+        scratch = np.empty((blocks[0].stop - blocks[0].start) * k if blocks else 0)
+        for rows in blocks:
+            block = scratch[:(rows.stop - rows.start) * k].reshape(-1, k)
+            self._rows(rows)._pass(centers, spec, False, out_mode, block)
+            out[rows] = np.sqrt(block, out=block) if sqrt else block
         return out
 
-    def sq_distances(self, centers):
-        """Squared distances to every centroid, shape (n_samples, n_clusters).
+    @_numpy_until_compiled
+    def responsibilities(self, centers, spec, dtype=np.float64):
+        """Responsibilities of every observation, shape (n_samples, n_clusters), in ``dtype``.
 
+        Besides the output, at most one block of :data:`OUTPUT_BLOCK_ELEMENTS`
+        float64 values is allocated.
+        """
+        return self._output_pass(centers, spec, OUT_RESP, dtype)
+
+    def sq_distances(self, centers, dtype=np.float64, sqrt=False):
+        """Squared distances to every centroid, shape (n_samples, n_clusters), in ``dtype``.
+
+        ``sqrt=True`` gives the distances, as
+        :meth:`NumpyEngine.sq_distances <softkmeans._backends._numpy.NumpyEngine.sq_distances>`.
         For dense float32 data they are the numpy engine's, from float64
         products as scikit-learn's ``transform`` computes them (at the numpy
         engine's speed, with BLAS's threads): the kernels' float32 cross term
@@ -669,17 +718,15 @@ class NumbaEngine(NumpyEngine):
         to its centroid.
         """
         if self.X.dtype != np.float32 or sp.issparse(self.X):
-            return self._kernel_sq_distances(centers)
-        out = np.empty((self.n_samples, centers.shape[0]))
+            return self._kernel_sq_distances(centers, dtype, sqrt)
+        out = np.empty((self.n_samples, centers.shape[0]), dtype=dtype)
         for rows, D in NumpyEngine._blocks(self, centers):  # not this engine's numpy pass
-            out[rows] = D
+            out[rows] = np.sqrt(D, out=D) if sqrt else D
         return out
 
     @functools.partial(_numpy_until_compiled, numpy_method=NumpyEngine.sq_distances)
-    def _kernel_sq_distances(self, centers):
-        out = np.empty((self.n_samples, centers.shape[0]))
-        self._pass(centers, _HARD, False, OUT_DIST, out)
-        return out
+    def _kernel_sq_distances(self, centers, dtype=np.float64, sqrt=False):
+        return self._output_pass(centers, _HARD, OUT_DIST, dtype, sqrt)
 
     @_numpy_until_compiled
     def max_sq_distances(self, points):

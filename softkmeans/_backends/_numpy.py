@@ -225,18 +225,27 @@ class NumpyEngine(PassSession):
             dmin[rows] = block.dmin
         return PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
 
-    def responsibilities(self, centers, spec):
-        """Responsibilities of every observation, shape (n_samples, n_clusters)."""
-        out = np.empty((self.n_samples, centers.shape[0]))
+    def responsibilities(self, centers, spec, dtype=np.float64):
+        """Responsibilities of every observation, shape (n_samples, n_clusters), in ``dtype``.
+
+        Each block is written into the output as it is computed: besides the
+        output, only one block's worth of float64 values is allocated.
+        """
+        out = np.empty((self.n_samples, centers.shape[0]), dtype=dtype)
         for rows, D in self._blocks(centers):
             out[rows] = block_responsibilities(D, spec).resp
         return out
 
-    def sq_distances(self, centers):
-        """Squared distances to every centroid, shape (n_samples, n_clusters)."""
-        out = np.empty((self.n_samples, centers.shape[0]))
+    def sq_distances(self, centers, dtype=np.float64, sqrt=False):
+        """Squared distances to every centroid, shape (n_samples, n_clusters), in ``dtype``.
+
+        ``sqrt=True`` gives the distances themselves, each the float64 square
+        root of the float64 squared distance, then rounded to ``dtype``.
+        Blocks are written into the output as in :meth:`responsibilities`.
+        """
+        out = np.empty((self.n_samples, centers.shape[0]), dtype=dtype)
         for rows, D in self._blocks(centers):
-            out[rows] = D
+            out[rows] = np.sqrt(D, out=D) if sqrt else D
         return out
 
     def max_sq_distances(self, points):

@@ -360,7 +360,10 @@ def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
     At each temperature of ``sigmas`` (decreasing), the centroids of the previous
     temperature are perturbed by ``perturbation`` times a standard normal draw and
     the alternating update runs to the stopping rule. Lloyd's algorithm then
-    runs from the last centroids, so the result is a K-Means fixed point.
+    runs from the last centroids, so the result is a K-Means fixed point; in it
+    a centroid without mass moves onto the observation farthest from its
+    centroid (``empty="reseed"``), so that every centroid ends on the data
+    rather than where the perturbations left it.
 
     Parameters
     ----------
@@ -401,7 +404,7 @@ def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
         total += stage.n_iter
     if verbose:
         print("[anneal] Lloyd's algorithm from the last temperature's centroids")
-    polish = alternating(engine, centers, HARD, max_iter=max_iter, tol=tol,
+    polish = alternating(engine, centers, HARD, max_iter=max_iter, tol=tol, empty="reseed",
                          record_path=record_path, verbose=verbose)
     return RunResult(
         polish.centers, polish.stats, total + polish.n_iter, polish.converged,
