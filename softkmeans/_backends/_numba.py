@@ -1,9 +1,9 @@
 """The numba engine: the numpy oracle's passes as parallel compiled kernels.
 
-Each pass is one sweep over X, split over threads by chunks of rows
-(:mod:`._numba_kernels`; the kernels release the GIL and run on a pool of
-Python threads, which spares numba's parallel compilation, the larger part of
-the first fit's JIT time), with per-thread buffers reduced after the loop. Only
+Each pass is one sweep over X in chunks of rows, grouped into slots whose
+accumulators are summed in slot order after the loop (:mod:`._threads`; the
+kernels release the GIL and run on Python threads, which spares numba's
+parallel compilation, the larger part of the first fit's JIT time). Only
 the centroids that can carry a responsibility are visited (:mod:`._numba_rows`
 documents the pruning and its exactness), so that a low-temperature iteration
 costs about what a Lloyd iteration costs.
@@ -23,8 +23,8 @@ Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
 (``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
 capped by ``NUMBA_NUM_THREADS`` (the number of CPUs unless set), and by the
 size of the pass (one thread per :data:`WORK_PER_THREAD` multiply-adds). BLAS
-runs at one thread inside a pass. Results do not depend on the number of
-threads beyond rounding.
+runs at one thread inside a pass. Results are the same bits whatever the
+number of threads.
 """
 
 import functools
@@ -175,9 +175,7 @@ def _build_kernels(kind):
 
     One pass over a tiny data set of that kind compiles them all: every
     estimator, relaxation and output of the engine goes through the same pass
-    kernel. BLAS is left alone: this may run on a background thread while a
-    fit on another thread holds it to one thread, and limiting it here could
-    restore the wrong thread count when the fit ends.
+    kernel.
     """
     points = np.random.default_rng(0).normal(size=(64, 3))
     data = points.astype(kind[1])
@@ -294,21 +292,21 @@ class NumbaEngine(NumpyEngine):
                         1 + self._work(centers) // WORK_PER_THREAD)
         sums, masses, scalars = _accumulators(n_slots, k, n_features)
         kind, tau = KINDS[spec.kind], spec.tau
-        rest = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, sums, masses,
+        common = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, sums, masses,
                 scalars, slot_chunks)
         with blas_at_one_thread():
             if sp.issparse(X):
                 centers_t = np.ascontiguousarray(centers.T)
                 run_in_threads(csr_pass, n_slots, n_threads, *self._csr_arrays,
                                self._kernel_weights, self.x_sq, centers_t, c_sq, rows, kind, tau,
-                               *rest)
+                               *common)
             else:
                 chunk, step, transposes = pass_layout(k, n_features, X.dtype, blocked_products())
                 shift, x_sq = self._kernel_data()
                 run_in_threads(dense_pass, n_slots, n_threads, X, shift,
                                first_equal_rows(centers, c_sq), self._kernel_weights, x_sq,
                                centers.astype(X.dtype), c_sq, chunk, step, transposes, kind, tau,
-                               dense_inverse(tau, X.dtype), *rest)
+                               dense_inverse(tau, X.dtype), *common)
         # the slots in slot order: the same sums whatever the number of threads
         sums, masses, scalars = (a[:, :size].sum(axis=0) for a, size in
                                  ((sums, k), (masses, k), (scalars, 3)))
