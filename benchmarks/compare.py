@@ -11,6 +11,20 @@ Run from the repository root, with the fast BLAS kernel for this command only::
 
     OPENBLAS_CORETYPE=SkylakeX python benchmarks/compare.py --sizes 100000x100 --repeats 7
 
+``--data uniform`` runs on data without structure (uniform in the unit cube,
+the first ``k`` rows as starting centroids) instead of the Gaussian mixture.
+``--side-by-side OLD_ROOT`` compares this checkout with another one (e.g. a
+``git archive`` of an earlier commit): rounds of the same measurement run
+alternately in fresh processes importing one or the other checkout's
+``softkmeans`` (the data and the other contenders are this checkout's), and
+the table gives each contender's ratio to scikit-learn's Lloyd iteration
+(median over the rounds of the per-process medians) for both, and their
+quotient::
+
+    git archive b482aa5 | tar -x -C /tmp/old
+    OPENBLAS_CORETYPE=SkylakeX python benchmarks/compare.py --sizes 1000000x100 \
+        --data mixture uniform --side-by-side /tmp/old --rounds 3 --repeats 3
+
 ``--memory`` adds the peak resident memory of ``SoftKMeans(max_iter=2).fit``
 (measured in a fresh process) beside the size of X. ``--clock cpu`` times
 process CPU instead of wall time: with one thread everywhere
@@ -18,6 +32,8 @@ process CPU instead of wall time: with one thread everywhere
 """
 
 import argparse
+import json
+import os
 import subprocess
 import sys
 import time
@@ -27,10 +43,13 @@ import numpy as np
 from threadpoolctl import threadpool_info
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "asv_bench")]
+#: The checkout whose softkmeans is measured (``--side-by-side`` sets it for its processes).
+CODE_ROOT = os.environ.get("SOFTKMEANS_COMPARE_CODE", str(ROOT))
+sys.path[:0] = [CODE_ROOT, str(ROOT), str(ROOT / "asv_bench")]
 
 from benchmarks.common import (  # noqa: E402
     BACKEND,
+    STRUCTURES,
     FaissIteration,
     GemmBound,
     OursIteration,
@@ -49,8 +68,8 @@ OURS = [
 ]
 
 
-def contenders(n, k, with_faiss, with_numpy):
-    X, init = make_data(n, k)
+def contenders(n, k, with_faiss, with_numpy, structure="mixture"):
+    X, init = make_data(n, k, structure=structure)
     out = {"GEMM X@C.T": GemmBound(X, init), "sklearn Lloyd": SklearnIteration(X, init)}
     if with_faiss:
         try:
@@ -58,9 +77,10 @@ def contenders(n, k, with_faiss, with_numpy):
         except NotImplementedError:
             pass
     for name, (kind, temperature) in OURS:
-        out[name] = OursIteration(X, init, spec_for(kind, temperature, n, k))
+        out[name] = OursIteration(X, init, spec_for(kind, temperature, n, k, structure))
     if with_numpy:
-        out["numpy softmax"] = OursIteration(X, init, spec_for("softmax", "low", n, k), "numpy")
+        spec = spec_for("softmax", "low", n, k, structure)
+        out["numpy softmax"] = OursIteration(X, init, spec, "numpy")
     return out
 
 
@@ -181,6 +201,36 @@ def blas_report():
     return rows
 
 
+def _ratios_of_one_process(code_root, size, structure, repeats):
+    """``{contender: median ratio to sklearn Lloyd}`` of a fresh process measuring ``code_root``."""
+    env = {**_env(), "SOFTKMEANS_COMPARE_CODE": str(code_root)}
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--sizes", size,
+                           "--data", structure, "--repeats", str(repeats), "--no-faiss",
+                           "--json"], capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the measuring process failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def side_by_side(old_root, sizes, structures, rounds, repeats):
+    """Print the ratios to scikit-learn of ``old_root``'s softkmeans and of this checkout's."""
+    sides = {"old": old_root, "new": ROOT}
+    for size in sizes:
+        for structure in structures:
+            ratios = {side: [] for side in sides}
+            for _ in range(rounds):
+                for side, root in sides.items():  # alternate: drifts of the machine cancel
+                    ratios[side].append(_ratios_of_one_process(root, size, structure, repeats))
+            print(f"\n{size} d=64 float32, {structure}: x sklearn Lloyd iteration, median over "
+                  f"{rounds} alternating processes of {repeats} rounds each")
+            print("| contender | old | new | new / old |")
+            print("|---|---|---|---|")
+            for name, _ in OURS:
+                old, new = (float(np.median([r[name] for r in ratios[side]]))
+                            for side in sides)
+                print(f"| {name} | {old:.2f} | {new:.2f} | {new / old:.2f} |")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["100000x100"],
@@ -193,30 +243,48 @@ def main(argv=None):
     parser.add_argument("--annealed", action="store_true",
                         help="also time AnnealedKMeans against one KMeans fit")
     parser.add_argument("--memory", action="store_true", help="also measure peak memory of fit")
+    parser.add_argument("--data", nargs="+", choices=STRUCTURES, default=["mixture"],
+                        help="Gaussian mixture (default) or uniform in the unit cube")
+    parser.add_argument("--side-by-side", metavar="OLD_ROOT",
+                        help="compare with the softkmeans of another checkout")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="with --side-by-side: processes per checkout (default 3)")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.side_by_side:
+        print("threadpools:", *blas_report(), sep="\n  ")
+        side_by_side(args.side_by_side, args.sizes, args.data, args.rounds, args.repeats)
+        return 0
+    if args.json:  # one process of --side-by-side: the median ratios, as one line
+        n, k = (int(float(v)) for v in args.sizes[0].split("x"))
+        times = measure(contenders(n, k, False, False, args.data[0]), args.repeats)
+        print(json.dumps({name: float(np.median(seconds / times["sklearn Lloyd"]))
+                          for name, seconds in times.items()}))
+        return 0
     print("threadpools:", *blas_report(), sep="\n  ")
     for size in args.sizes:
-        n, k = (int(float(v)) for v in size.split("x"))
-        runs = contenders(n, k, not args.no_faiss, n * k <= 10**7)
-        clock = time.process_time if args.clock == "cpu" else time.perf_counter
-        times = measure(runs, args.repeats, clock)
-        ref, gemm = times["sklearn Lloyd"], times["GEMM X@C.T"]
-        print(f"\nn={n:.0e} k={k} d=64 float32, {args.repeats} rounds, {args.clock} time per "
-              f"iteration: median, and ratios to the reference in the same round: median "
-              f"(quartiles)")
-        print("| contender | ms / iter | x sklearn Lloyd | x GEMM |")
-        print("|---|---|---|---|")
-        for name, seconds in times.items():
-            sk_mid, sk_lo, sk_hi = ratio_summary(seconds, ref)
-            gemm_mid = ratio_summary(seconds, gemm)[0]
-            print(f"| {name} | {1e3 * np.median(seconds):.2f} | {sk_mid:.2f} "
-                  f"({sk_lo:.2f}-{sk_hi:.2f}) | {gemm_mid:.2f} |")
-        if args.memory:
-            x_mb, base_mb, peak_mb = peak_memory(n, k)
-            print(f"fit memory: peak RSS {peak_mb:.0f} MB, {peak_mb - base_mb:.0f} MB above the "
-                  f"RSS before fit ({base_mb:.0f} MB, X included); X = {x_mb:.0f} MB")
-        if args.annealed:
-            annealed_report(n, k)
+        for structure in args.data:
+            n, k = (int(float(v)) for v in size.split("x"))
+            runs = contenders(n, k, not args.no_faiss, n * k <= 10**7, structure)
+            clock = time.process_time if args.clock == "cpu" else time.perf_counter
+            times = measure(runs, args.repeats, clock)
+            ref, gemm = times["sklearn Lloyd"], times["GEMM X@C.T"]
+            print(f"\nn={n:.0e} k={k} d=64 float32 {structure}, {args.repeats} rounds, "
+                  f"{args.clock} time per iteration: median, and ratios to the reference in "
+                  f"the same round: median (quartiles)")
+            print("| contender | ms / iter | x sklearn Lloyd | x GEMM |")
+            print("|---|---|---|---|")
+            for name, seconds in times.items():
+                sk_mid, sk_lo, sk_hi = ratio_summary(seconds, ref)
+                gemm_mid = ratio_summary(seconds, gemm)[0]
+                print(f"| {name} | {1e3 * np.median(seconds):.2f} | {sk_mid:.2f} "
+                      f"({sk_lo:.2f}-{sk_hi:.2f}) | {gemm_mid:.2f} |")
+            if args.memory:
+                x_mb, base_mb, peak_mb = peak_memory(n, k)
+                print(f"fit memory: peak RSS {peak_mb:.0f} MB, {peak_mb - base_mb:.0f} MB above "
+                      f"the RSS before fit ({base_mb:.0f} MB, X included); X = {x_mb:.0f} MB")
+            if args.annealed:
+                annealed_report(n, k)
     return 0
 
 

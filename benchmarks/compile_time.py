@@ -4,25 +4,23 @@ Every measurement is a new interpreter running the cases of the asv suite
 ``asv_bench/benchmarks/startup.py``: the untimed setup imports softkmeans and
 makes 2000 x 8 data, the timed statement is the first ``SoftKMeans(5).fit``.
 ``cold`` gives numba an empty cache directory (the first fit after an
-installation: the kernels compile in the background while the fit runs
-on the numpy engine), ``cold-numba`` the same with ``backend="numba"`` (the
-fit waits while numba compiles every kernel it calls), ``cached`` the
-default cache (filled by an untimed fit first: later processes). Rounds
-alternate the cases; the table holds median seconds (and the range) over the
-rounds, and the time of ``import softkmeans``.
+installation without ``python -m softkmeans compile``: the fit waits while
+numba compiles every kernel it calls), ``cached`` the default cache (filled
+by an untimed fit first: later processes). Rounds alternate the cases; the
+table holds median seconds (and the range) over the rounds, and the time of
+``import softkmeans``.
 
 ``--sizes NxDxK ...`` instead times first fits of larger dense float32 data (a
 Gaussian mixture of K components, ``max_iter=50``), starting from K of its
 rows or, with ``--init k-means++``, from k-means++: with the kernels cached,
-and cold with ``backend="auto"`` and ``backend="numba"``, where the numba
-engine runs numpy passes during the compilation and where it waits.
+and cold.
 
 ``--installed PYTHON`` adds to them the first fit of a fresh process of
 ``PYTHON``, the interpreter of an environment where ``pip install .`` put the
 package with its kernels compiled (run outside the repository, without
 ``NUMBA_CACHE_DIR``): what a user's first fit costs after installing.
 
-``--breakdown LAYOUT DTYPE`` instead runs one ``cold-numba`` first fit with
+``--breakdown LAYOUT DTYPE`` instead runs one ``cold`` first fit with
 numba's event recorder and lists what it compiled: each function's own seconds
 (its callees' compilations taken out), the seconds numba held its LLVM lock
 (optimization and machine code), and the rest (numba's typing and lowering
@@ -59,8 +57,7 @@ from softkmeans import SoftKMeans
 X = make_blobs({n}, {d}, centers={k}, random_state=0)[0].astype("float32")
 init = X[::{n} // {k}][:{k}]
 """
-_LARGE_FIT = ("SoftKMeans({k}, init={init}, n_init=1, max_iter=50, random_state=0, "
-              "backend={backend!r}).fit(X)")
+_LARGE_FIT = "SoftKMeans({k}, init={init}, n_init=1, max_iter=50, random_state=0).fit(X)"
 #: ``--init`` choices: the source of the ``init`` argument of the large first fits.
 _INITS = {"array": "init", "k-means++": "'k-means++'"}
 
@@ -147,8 +144,8 @@ def compile_records(statement, namespace):
 
 
 def breakdown_in_fresh_process(layout, dtype):
-    """:func:`compile_records` of a first fit waiting for numba, with an empty cache."""
-    statement, setup = first_fit_code(layout, dtype, "cold-numba")
+    """:func:`compile_records` of a first fit with an empty cache."""
+    statement, setup = first_fit_code(layout, dtype, "cold")
     return json.loads(_last_line_of_fresh_process(
         setup + _BREAKDOWN.format(here=str(Path(__file__).resolve().parent),
                                   statement=statement)))
@@ -179,7 +176,7 @@ def print_breakdown(records, top=15):
 
 
 def large_first_fits(sizes, init="array", installed=None, file=None):
-    """Print the first fit seconds of each ``(n, d, k)``: cached, and cold with both backends.
+    """Print the first fit seconds of each ``(n, d, k)``: cached and cold.
 
     ``init`` is a key of :data:`_INITS`; ``installed``, the interpreter of an
     environment where pip installed the package, adds its first fit (see
@@ -187,19 +184,19 @@ def large_first_fits(sizes, init="array", installed=None, file=None):
     (standard output when None).
     """
     seconds_in_fresh_process(*first_fit_code("dense", "float32", "cached"))  # fill the cache
-    cases = [("cached", "auto", None), ("cold", "auto", None), ("cold", "numba", None)]
-    header = f"{'cached s':>10}{'cold auto s':>13}{'cold numba s':>14}"
+    cases = [("cached", None), ("cold", None)]
+    header = f"{'cached s':>10}{'cold s':>10}"
     if installed:
-        cases.append(("installed", "auto", installed))
+        cases.append(("installed", installed))
         header += f"{'installed s':>13}"
     print(f"{f'first fit, dense float32, init {init}':<40}{header}", file=file)
     for n, d, k in sizes:
         data = _LARGE_DATA.format(n=n, d=d, k=k)
         seconds = [seconds_in_fresh_process(
-            _LARGE_FIT.format(k=k, init=_INITS[init], backend=backend),
+            _LARGE_FIT.format(k=k, init=_INITS[init]),
             (COLD_CACHE if cache == "cold" else "") + data, python)
-            for cache, backend, python in cases]
-        widths = (10, 13, 14, 13)[:len(seconds)]
+            for cache, python in cases]
+        widths = (10, 10, 13)[:len(seconds)]
         print(f"{f'{n} x {d}, k = {k}':<40}"
               + "".join(f"{value:>{width}.2f}" for value, width in zip(seconds, widths,
                                                                         strict=True)),
@@ -220,7 +217,7 @@ def main(argv=None):
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=LAYOUTS)
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=DTYPES)
     parser.add_argument("--sizes", nargs="+", type=_size, metavar="NxDxK",
-                        help="first fits of larger data: cached, cold auto and cold numba")
+                        help="first fits of larger data: cached and cold")
     parser.add_argument("--init", choices=_INITS, default="array",
                         help="start of the --sizes fits: K rows of the data, or k-means++")
     parser.add_argument("--installed", metavar="PYTHON",

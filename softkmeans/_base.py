@@ -38,7 +38,7 @@ from ._validation import (
     check_init_magnitude,
     check_sparse_structure,
 )
-from .diagnostics import _fitted_diagnostics
+from .diagnostics import _fitted_certificate, _fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
 __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
@@ -291,8 +291,35 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self._n_features_out = self.n_clusters
         for name, value in _fitted_diagnostics(engine, run, self._critical_sigma).items():
             setattr(self, name, value)
+        self._bounds, self._bounds_source = None, (engine, run)
         if self.record_path:
             self.path_ = [stage.as_dict() for stage in run.stages]
+
+    @property
+    def bounds_(self):
+        """The :class:`~softkmeans.diagnostics.Certificate` of the fitted centroids.
+
+        Computed on first access (three or four passes over the training
+        data, which the model references until then) and kept; a model
+        unpickled before that has none:
+        ``softkmeans.diagnostics.certify(X, model.cluster_centers_, model.sigma_)``
+        gives it from the training data.
+        """
+        if getattr(self, "_bounds", None) is None:
+            source = getattr(self, "_bounds_source", None)
+            if source is None:
+                raise AttributeError(
+                    f"This {type(self).__name__} has no bounds_: it is not fitted, or was "
+                    "unpickled before bounds_ was read; softkmeans.diagnostics.certify(X, "
+                    "model.cluster_centers_, model.sigma_) computes it from the training data.")
+            self._bounds, self._bounds_source = _fitted_certificate(*source), None
+        return self._bounds
+
+    def __getstate__(self):
+        """The state to pickle, without the reference to the training data (``bounds_``)."""
+        state = dict(super().__getstate__())
+        state["_bounds_source"] = None
+        return state
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit, then return the index of the nearest centroid of each sample.

@@ -44,8 +44,8 @@ def run_demo(random_state=0, file=None):
     start = time.perf_counter()
     for model in _models(3, random_state).values():
         model.fit(X[::10])
-    print(f"warm-up fits (numba's kernels load from its cache, or compile in the background "
-          f"where it has none): {time.perf_counter() - start:.1f} s\n", file=file)
+    print(f"warm-up fits (numba's kernels load from its cache, or compile where it has "
+          f"none): {time.perf_counter() - start:.1f} s\n", file=file)
     rows = []
     for name, model in _models(3, random_state).items():
         start = time.perf_counter()

@@ -71,18 +71,15 @@ class SoftKMeans(FixedTemperatureKMeans):
         kernels), ``"numpy"`` (the reference implementation the others are
         tested against), ``"cupy"`` (a GPU, for CuPy arrays; needs
         ``softkmeans[gpu]``). ``"auto"`` is ``"cupy"`` for a CuPy array, else
-        ``"numba"``, which does not wait for numba to compile its kernels:
-        the first fit after installation runs its passes on the numpy engine
-        while they compile in the background (same results to
-        rounding; passes of more than ``2**28`` multiply-adds wait), and
-        ``"numba"`` waits for them (seconds, once per input kind and
-        installation; numba caches them on disk).
+        ``"numba"`` (``"numpy"`` where numba cannot compile). numba compiles
+        its kernels on their first use (seconds, once per input kind and
+        machine: ``pip install`` does it, and numba caches them on disk).
     n_threads : int, default=None
         Threads of the numba engine's passes over the data. None follows the
         OpenMP limit in effect (``OMP_NUM_THREADS`` or a ``threadpoolctl``
         limit), as scikit-learn's :class:`~sklearn.cluster.KMeans` does; the
-        numpy and CuPy engines do not use it. Results do not depend on it
-        beyond rounding.
+        numpy and CuPy engines do not use it. Results do not depend on it:
+        the numba engine's passes sum fixed slots of rows in a fixed order.
     verbose : int, default=0
         When positive, print the objective and the step of each iteration,
         which of the ``n_init`` starts is running, and (AnnealedKMeans) each

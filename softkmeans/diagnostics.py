@@ -693,7 +693,11 @@ def certify(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto",
 
 # ------------------------------------------------------------ estimators
 def _fitted_diagnostics(engine, run, critical=None):
-    """The diagnostic attributes of a fitted estimator, from its final run.
+    """The diagnostic attributes of a fitted estimator, from its final run's statistics.
+
+    No pass over the data, except after annealing (one pass for ``gap_`` at
+    the final temperature); the certificate is :func:`_fitted_certificate`,
+    on request.
 
     Parameters
     ----------
@@ -710,26 +714,40 @@ def _fitted_diagnostics(engine, run, critical=None):
     -------
     dict
         ``margins_``, ``margin_min_``, ``identification_sigma_``,
-        ``critical_sigma_``, ``beta_``, ``gap_``, ``bounds_``, and
-        ``n_unidentified_`` for an entmax relaxation.
+        ``critical_sigma_``, ``beta_``, ``gap_``, and ``n_unidentified_``
+        for an entmax relaxation.
     """
-    spec = run.spec
+    spec, stats = run.spec, run.stats
     sigma = float(spec.sigma)
     alpha = float(spec.alpha) if spec.kind == "entmax" else 1.5
-    stats_kind = "hard" if run.sigmas is not None else spec.kind
-    cert, passes = _certificate(engine, run.centers, sigma, alpha, {stats_kind: run.stats})
+    k = run.centers.shape[0]
+    weights = engine.sample_weight
+    margin_min = _hard_margins(stats, weights)[1]  # the margins do not depend on the relaxation
+    gap = stats.gap if run.sigmas is None else engine.estep(run.centers, spec, False).gap
     if critical is None:
-        critical = float(np.sqrt(lambda_max(engine.X, engine.sample_weight)))
-    consts = cert.constants
+        critical = float(np.sqrt(lambda_max(engine.X, weights)))
     out = {
-        "margins_": run.stats.margins,
-        "margin_min_": consts["margin_min"],
-        "identification_sigma_": consts["identification_sigma"],
+        "margins_": stats.margins,
+        "margin_min_": margin_min,
+        "identification_sigma_": math.inf if k == 1 else
+        float(bounds.identification_sigma(margin_min, alpha)),
         "critical_sigma_": critical,
-        "beta_": consts["beta"],
-        "gap_": passes[spec.kind].gap,
-        "bounds_": cert,
+        "beta_": bounds.beta(margin_min, sigma),
+        "gap_": gap,
     }
     if spec.kind == "entmax":
-        out["n_unidentified_"] = consts["n_unidentified"]
+        out["n_unidentified_"] = _unidentified_weight(stats.margins, weights, sigma, alpha, k)
     return out
+
+
+def _fitted_certificate(engine, run):
+    """The :class:`Certificate` of a fitted estimator's final configuration (``bounds_``).
+
+    The passes that the run's statistics do not give: two relaxations and
+    the radii (three or four passes over the data).
+    """
+    spec = run.spec
+    alpha = float(spec.alpha) if spec.kind == "entmax" else 1.5
+    stats_kind = "hard" if run.sigmas is not None else spec.kind
+    return _certificate(engine, run.centers, float(spec.sigma), alpha,
+                        {stats_kind: run.stats})[0]

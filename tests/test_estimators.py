@@ -327,14 +327,14 @@ def test_n_threads_sets_the_threads_of_every_pass(Estimator, monkeypatch):
     X = (rng.normal(size=(20000, 64)) + 6 * rng.normal(size=(4, 64))[rng.integers(0, 4, 20000)])
     X = X.astype(np.float32)
     counts = []
-    run_threads = _numba.run_threads
+    run_in_threads = _numba.run_in_threads
 
-    def counting_run_threads(kernel, n_threads, *args, **kwargs):
+    def counting_run_in_threads(kernel, n_parts, n_threads, *args):
         if kernel is not _numba.dense_row_sq_norms:  # the row norms get threads by their size
-            counts.append(n_threads)
-        return run_threads(kernel, n_threads, *args, **kwargs)
+            counts.append(min(n_threads, n_parts))
+        return run_in_threads(kernel, n_parts, n_threads, *args)
 
-    monkeypatch.setattr(_numba, "run_threads", counting_run_threads)
+    monkeypatch.setattr(_numba, "run_in_threads", counting_run_in_threads)
     fits = []
     for n_threads in (1, 2):
         counts.clear()
@@ -343,8 +343,8 @@ def test_n_threads_sets_the_threads_of_every_pass(Estimator, monkeypatch):
         model.predict(X)
         assert set(counts) == {_numba.effective_n_threads(n_threads)}
     np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
-    np.testing.assert_allclose(fits[0].cluster_centers_, fits[1].cluster_centers_, rtol=1e-6)
-    np.testing.assert_allclose(fits[0].objective_, fits[1].objective_, rtol=1e-10)
+    np.testing.assert_array_equal(fits[0].cluster_centers_, fits[1].cluster_centers_)
+    assert fits[0].objective_ == fits[1].objective_
 
 
 def test_verbose_prints_iterations(blobs, capsys):

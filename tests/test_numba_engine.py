@@ -15,7 +15,7 @@ from numba import njit
 from threadpoolctl import threadpool_limits
 
 from softkmeans import SoftKMeans
-from softkmeans._backends import _numba, get_engine, resolve_backend
+from softkmeans._backends import _numba, _threads, get_engine, resolve_backend
 from softkmeans._backends._array_engine import ArrayEngine
 from softkmeans._backends._numba import NumbaEngine, effective_n_threads
 from softkmeans._backends._numba_kernels import (
@@ -173,7 +173,7 @@ def test_transpose_rows_is_exact(dtype, n_features):
 
 def test_blocked_products_follow_the_openblas_core(monkeypatch):
     info = [{"user_api": "blas", "internal_api": "openblas", "architecture": "SkylakeX"}]
-    monkeypatch.setattr(_numba, "_controller", SimpleNamespace(info=lambda: info))
+    monkeypatch.setattr(_threads, "_controller", SimpleNamespace(info=lambda: info))
     _numba.blocked_products.cache_clear()
     try:
         assert _numba.blocked_products()
@@ -215,43 +215,27 @@ def test_row_norms_are_float64_sums_of_float32_data(engine, sparse):
     np.testing.assert_allclose(got, want, rtol=1e-14)
 
 
-def test_session_limits_blas_once_for_all_its_passes(monkeypatch):
-    """``with engine:`` holds BLAS at one thread for its passes and restores it on leaving.
-
-    Sessions nest (an annealing run's stages): only the outermost one sets the limit.
-    (At sigma 3 no centroid is light: each E-step is one pass.)
-    """
+def test_a_pass_holds_blas_at_one_thread_and_restores_it(monkeypatch):
+    """As scikit-learn's Lloyd loop: BLAS at one thread inside the pass's threads."""
     X, weights, init = _data(np.float32, False)
-    engine = NumbaEngine(X, weights)
-    controller = _numba._blas_controller()
-    limits = []
-
-    def limit(**kwargs):
-        limits.append(kwargs)
-        return controller.limit(**kwargs)
-
-    fake = SimpleNamespace(limit=limit, info=controller.info)
-    monkeypatch.setattr(_numba, "_blas_controller", lambda: fake)
+    controller = _threads.blas_controller()
 
     def blas_threads():
         return [lib.num_threads for lib in controller.select(user_api="blas").lib_controllers]
 
     before = blas_threads()
-    with engine as session:
-        assert session is engine and set(blas_threads()) == {1}
-        with engine:
-            inside = [engine.estep(init, SPECS["softmax-hot"])]
-        assert set(blas_threads()) == {1}
-        inside.append(engine.estep(init, SPECS["entmax-1.5"]))
-    assert limits == [{"limits": 1, "user_api": "blas"}]
-    assert blas_threads() == before
-    outside = [engine.estep(init, SPECS[kind]) for kind in ("softmax-hot", "entmax-1.5")]
-    assert len(limits) == 3  # one per pass outside a session
-    for got, want in zip(inside, outside, strict=True):
-        _assert_stats_close(got, want, 0.0)
-    run = alternating(engine, init, SPECS["softmax-hot"], max_iter=5, tol=0.0)
-    assert run.n_iter == 5 and len(limits) == 4  # a run is one session
-    assert blas_threads() == before
+    inside = []
+    run_in_threads = _numba.run_in_threads
+
+    def recording(kernel, *args):
+        if kernel is not _numba.dense_row_sq_norms:  # no BLAS there
+            inside.append(blas_threads())
+        return run_in_threads(kernel, *args)
+
+    monkeypatch.setattr(_numba, "run_in_threads", recording)
+    NumbaEngine(X, weights).estep(init, SPECS["softmax-hot"])
+    assert inside and all(set(counts) == {1} for counts in inside)
+    assert blas_threads() == before and _threads._blas_owner is None
 
 
 @pytest.mark.parametrize("engine", [NumpyEngine, NumbaEngine, ArrayEngine])
@@ -552,14 +536,19 @@ def test_float32_exp_within_two_ulps_on_the_kept_range():
     np.testing.assert_allclose(got, np.exp(x.astype(np.float64)), rtol=2 * 2.0**-23)
 
 
+@pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-def test_thread_count_does_not_change_results(sparse):
-    X, weights, init = _data(np.float64, sparse, seed=3)
-    spec = SPECS["entmax-1.5"]
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_thread_count_does_not_change_a_bit(dtype, sparse, spec):
+    """Fixed slots summed in slot order: the same bits with 1, 2 or 3 threads."""
+    X, weights, init = _data(dtype, sparse, seed=3)
     one = NumbaEngine(X, weights, n_threads=1).estep(init, spec)
-    two = NumbaEngine(X, weights, n_threads=2).estep(init, spec)
-    _assert_stats_close(two, one, 1e-12)
-    np.testing.assert_array_equal(two.labels, one.labels)
+    for n_threads in (2, 3):
+        other = NumbaEngine(X, weights, n_threads=n_threads).estep(init, spec)
+        for field in ("sums", "masses", "objective", "inertia", "gap", "labels", "margins",
+                      "dmin"):
+            np.testing.assert_array_equal(getattr(other, field), getattr(one, field),
+                                          err_msg=field)
 
 
 def test_concurrent_passes_from_several_threads():
@@ -578,7 +567,7 @@ def test_concurrent_passes_from_several_threads():
 
 def test_overlapping_fits_from_several_threads_restore_blas():
     """Each thread's limit would restore what another had set: one process-wide count does not."""
-    controller = _numba._blas_controller()
+    controller = _threads.blas_controller()
 
     def blas_threads():
         return [lib.num_threads for lib in controller.select(user_api="blas").lib_controllers]
@@ -590,12 +579,11 @@ def test_overlapping_fits_from_several_threads_restore_blas():
     def fit(seed):
         barrier.wait()
         engine = NumbaEngine(X, weights, n_threads=2)
-        with engine:
-            return alternating(engine, init + seed, SPECS["softmax"], max_iter=10, tol=0.0).n_iter
+        return alternating(engine, init + seed, SPECS["softmax"], max_iter=10, tol=0.0).n_iter
 
     with ThreadPoolExecutor(max_workers=4) as callers:
         assert list(callers.map(fit, range(4))) == [10] * 4
-    assert blas_threads() == before and _numba._blas_owner is None
+    assert blas_threads() == before and _threads._blas_owner is None
 
 
 @pytest.mark.parametrize("scale", [1e-15, 1e39])
@@ -846,29 +834,34 @@ def test_every_engine_ties_equal_centroids_exactly(engine, dtype):
     np.testing.assert_array_equal(resp[:, -1], resp[:, 0])
 
 
-def test_threads_survive_an_interrupted_pass():
-    """A KeyboardInterrupt in the calling thread's share waits for the other shares and
-    leaves the workers usable; an error in a worker's share reaches the caller."""
-    ran = []
+def test_threads_of_an_interrupted_pass_finish_and_errors_reach_the_caller():
+    """A KeyboardInterrupt in the calling thread's group abandons the pass; the other groups
+    end on their own threads, and the next pass runs as usual."""
+    ran, done = [], threading.Event()
 
-    def share(thread, n_threads):
-        ran.append(thread)
-        if thread == 0:
+    def share(start, stop):
+        ran.append(start)
+        if start == 0:
             raise KeyboardInterrupt
-        return thread
+        done.wait(60)
 
     with pytest.raises(KeyboardInterrupt):
-        _numba.run_threads(share, 3, limit_blas=False)
-    assert sorted(ran) == [0, 1, 2]  # every share ended before the pass did
-    assert _numba.run_threads(lambda t, n: t * 10, 3, limit_blas=False) == [0, 10, 20]
+        _threads.run_in_threads(share, 3, 3)
+    done.set()
+    out = np.zeros(3)
 
-    def failing(thread, n_threads):
-        if thread == 2:
+    def fill(out, start, stop):
+        out[start:stop] = 10 * np.arange(start, stop)
+
+    _threads.run_in_threads(fill, 3, 3, out)
+    np.testing.assert_array_equal(out, [0, 10, 20])
+
+    def failing(start, stop):
+        if start == 2:
             raise ValueError("in a worker")
-        return thread
 
     with pytest.raises(ValueError, match="in a worker"):
-        _numba.run_threads(failing, 3, limit_blas=False)
+        _threads.run_in_threads(failing, 3, 3)
 
 
 _INTERRUPTED_PREDICTS = """
@@ -876,7 +869,7 @@ import signal, sys, threading, time
 import numpy as np
 from threadpoolctl import threadpool_info
 from softkmeans import SoftKMeans
-from softkmeans._backends import _numba
+from softkmeans._backends import _threads
 blas = lambda: [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 before = blas()
 X = np.random.default_rng(0).normal(size=(300, 4))
@@ -897,7 +890,7 @@ while time.time() < end:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 assert (model.predict(X) == expected).all()
-assert _numba._blas_owner is None and blas() == before, (_numba._blas_owner, blas(), before)
+assert _threads._blas_owner is None and blas() == before, (_threads._blas_owner, blas(), before)
 print("healthy")
 """
 
@@ -912,22 +905,3 @@ def test_interrupted_predicts_leave_the_process_healthy():
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "healthy" in done.stdout
-
-
-def test_idle_workers_keep_no_array_of_a_finished_pass():
-    """A worker's loop kept its last share's arguments: X, the outputs (predict_proba's
-    n x k result) stayed alive until the next pass."""
-    import gc
-    import weakref
-
-    data, out = np.ones(1000), np.zeros(3)
-
-    def share(data, out, thread, n_threads):
-        out[thread] = data.sum()
-
-    _numba.run_threads(share, 3, data, out, limit_blas=False)
-    np.testing.assert_array_equal(out, 1000.0)
-    alive = [weakref.ref(data), weakref.ref(out)]
-    del data, out
-    gc.collect()
-    assert [ref() is None for ref in alive] == [True, True]

@@ -1,4 +1,5 @@
-"""Responsibilities against the formulas of MATH.md, on hand-checked cases."""
+"""Responsibilities against the formulas of the maths page (doc/maths.rst), on hand-checked
+cases."""
 
 import numpy as np
 import pytest

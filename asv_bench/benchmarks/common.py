@@ -29,12 +29,12 @@ from softkmeans._core.optimize import HARD, alternating
 from softkmeans._core.responsibilities import RelaxationSpec
 from softkmeans._core.temperature import lambda_max
 
-__all__ = ["BACKEND", "N_FEATURES", "Benchmark", "make_data", "temperatures", "spec_for",
+__all__ = ["BACKEND", "N_FEATURES", "STRUCTURES", "Benchmark", "make_data", "temperatures",
+           "spec_for",
            "OursIteration", "SklearnIteration", "FaissIteration", "faiss_or_skip", "GemmBound"]
 
 N_FEATURES = 64
-#: The engine our contenders run on. ``"auto"`` would run the first passes of a process on
-#: the numpy engine while numba compiles (or loads) the kernels; ``"numba"`` waits for them.
+#: The engine our contenders run on.
 BACKEND = "numba"
 
 
@@ -48,9 +48,17 @@ class Benchmark:
     sample_time = 0.1
 
 
+#: The data sets of :func:`make_data`.
+STRUCTURES = ("mixture", "uniform")
+
+
 @lru_cache(maxsize=4)
-def make_data(n_samples, n_clusters, n_features=N_FEATURES, seed=0):
+def make_data(n_samples, n_clusters, n_features=N_FEATURES, seed=0, structure="mixture"):
     """Float32 mixture of ``n_clusters`` Gaussians and the starting centroids.
+
+    With ``structure="uniform"``: no structure, uniform in the unit cube, and
+    the first ``n_clusters`` rows as starting centroids (Lloyd keeps moving
+    there, and every row is near a boundary between two cells).
 
     Component means are uniform in ``[-1, 1]^d`` with a within-component
     standard deviation of 0.5: in 64 dimensions the components are well apart,
@@ -65,6 +73,12 @@ def make_data(n_samples, n_clusters, n_features=N_FEATURES, seed=0):
         One observation of each component.
     """
     rng = np.random.RandomState(seed)
+    if structure == "uniform":
+        X = rng.uniform(size=(n_samples, n_features)).astype(np.float32)
+        init = X[:n_clusters].astype(np.float64)
+        X.setflags(write=False)
+        init.setflags(write=False)
+        return X, init
     means = rng.uniform(-1.0, 1.0, size=(n_clusters, n_features)).astype(np.float32)
     component = rng.randint(n_clusters, size=n_samples)
     component[:n_clusters] = np.arange(n_clusters)
@@ -76,24 +90,32 @@ def make_data(n_samples, n_clusters, n_features=N_FEATURES, seed=0):
 
 
 @lru_cache(maxsize=4)
-def temperatures(n_samples, n_clusters, n_features=N_FEATURES, seed=0):
-    """The ``"low"``, ``"identified"`` and ``"high"`` temperatures of :func:`make_data`."""
-    X, init = make_data(n_samples, n_clusters, n_features, seed)
+def temperatures(n_samples, n_clusters, n_features=N_FEATURES, seed=0, structure="mixture"):
+    """The ``"low"``, ``"identified"`` and ``"high"`` temperatures of :func:`make_data`.
+
+    On uniform data the Lloyd reference run stops after 20 iterations (it
+    would not converge in 150), and ``Delta~`` is the median margin of its
+    rows: the smallest is 0 to rounding there (every row lies near a boundary).
+    """
+    X, init = make_data(n_samples, n_clusters, n_features, seed, structure)
     engine = get_engine(BACKEND, X)
     start = engine.estep(init, HARD, with_sums=False).margins
-    reference = alternating(engine, init, HARD, max_iter=150, tol=1e-6).stats.margins
+    max_iter = 20 if structure == "uniform" else 150
+    reference = alternating(engine, init, HARD, max_iter=max_iter, tol=1e-6).stats.margins
+    margin = np.median(reference) if structure == "uniform" else reference.min()
     return {
-        "low": float(np.sqrt(reference.min() / 8.0)),
-        "identified": float(np.sqrt(0.5 * start.min() / 2.0)),
+        "low": float(np.sqrt(margin / 8.0)),
+        "identified": float(np.sqrt(max(0.5 * start.min(), 1e-300) / 2.0)),
         "high": float(np.sqrt(lambda_max(X) / 4.0)),
     }
 
 
-def spec_for(kind, temperature, n_samples, n_clusters):
+def spec_for(kind, temperature, n_samples, n_clusters, structure="mixture"):
     """The :class:`RelaxationSpec` of ``kind`` ("softmax", "entmax", "hard") at a temperature."""
     if kind == "hard":
         return HARD
-    return RelaxationSpec(kind, temperatures(n_samples, n_clusters)[temperature], 1.5)
+    sigma = temperatures(n_samples, n_clusters, structure=structure)[temperature]
+    return RelaxationSpec(kind, sigma, 1.5)
 
 
 class OursIteration:

@@ -4,11 +4,10 @@ Each sample is a new interpreter (asv's ``timeraw_``): the untimed setup
 imports softkmeans and makes a small data set (2000 x 8, 5 clusters), the
 timed statement is the first ``SoftKMeans.fit``. With ``"cached"`` numba
 loads the kernels from its on-disk cache (the suite's ``setup`` fills it
-first). The other cases point numba at an empty cache directory, as the first
-fit after an installation finds it: with ``"cold"`` (``backend="auto"``) the
-kernels compile in the background while the fit runs on the numpy
-engine; with ``"cold-numba"`` (``backend="numba"``) the fit waits for numba
-to compile them. ``timeraw_import`` times ``import softkmeans`` alone.
+first). With ``"cold"`` numba gets an empty cache directory, as the first fit
+after an installation finds it without ``python -m softkmeans compile``: the
+fit waits while numba compiles the kernels it calls. ``timeraw_import`` times
+``import softkmeans`` alone.
 ``benchmarks/compile_time.py`` prints the same cases as a table.
 """
 
@@ -21,9 +20,8 @@ __all__ = ["LAYOUTS", "DTYPES", "CACHES", "COLD_CACHE", "first_fit_code", "Start
 
 LAYOUTS = ["dense", "CSR"]
 DTYPES = ["float32", "float64"]
-#: ``"cached"``: numba's cache holds the kernels; ``"cold"``: an empty cache directory;
-#: ``"cold-numba"``: an empty cache directory and ``backend="numba"``.
-CACHES = ["cached", "cold", "cold-numba"]
+#: ``"cached"``: numba's cache holds the kernels; ``"cold"``: an empty cache directory.
+CACHES = ["cached", "cold"]
 
 #: Setup source that points numba at a new empty cache directory, removed at exit.
 COLD_CACHE = """
@@ -42,7 +40,7 @@ X = sp.csr_matrix(X) if "{layout}" == "CSR" else X
 """
 
 #: The timed statement: the process's first fit.
-FIRST_FIT = "SoftKMeans(5, random_state=0{options}).fit(X)"
+FIRST_FIT = "SoftKMeans(5, random_state=0).fit(X)"
 
 
 def first_fit_code(layout, dtype, cache):
@@ -52,10 +50,9 @@ def first_fit_code(layout, dtype, cache):
     ----------
     layout : {"dense", "CSR"}
     dtype : {"float32", "float64"}
-    cache : {"cached", "cold", "cold-numba"}
-        The cold cases point numba at a new empty cache directory (removed
-        when the process exits) before anything imports numba;
-        ``"cold-numba"`` fits with ``backend="numba"``.
+    cache : {"cached", "cold"}
+        ``"cold"`` points numba at a new empty cache directory (removed when
+        the process exits) before anything imports numba.
 
     Returns
     -------
@@ -63,9 +60,8 @@ def first_fit_code(layout, dtype, cache):
     """
     if layout not in LAYOUTS or dtype not in DTYPES or cache not in CACHES:
         raise ValueError(f"unknown case {(layout, dtype, cache)!r}")
-    setup = (COLD_CACHE if cache != "cached" else "") + _DATA.format(layout=layout, dtype=dtype)
-    options = ', backend="numba"' if cache == "cold-numba" else ""
-    return FIRST_FIT.format(options=options), textwrap.dedent(setup)
+    setup = (COLD_CACHE if cache == "cold" else "") + _DATA.format(layout=layout, dtype=dtype)
+    return FIRST_FIT, textwrap.dedent(setup)
 
 
 def _fill_cache(layout, dtype):

@@ -109,9 +109,7 @@ def get_engine(name, X, sample_weight=None, n_threads=None, centers=None):
     """Construct the engine ``name`` (after :func:`resolve_backend`) on ``X``.
 
     ``n_threads`` is the numba engine's thread count (None: the OpenMP limit
-    in effect); the other engines do not take it. The numba engine chosen by
-    ``"auto"`` does not wait for its kernels to compile (see
-    :mod:`._numba_warmup`); ``"numba"`` does. ``ValueError`` if X's squared
+    in effect); the other engines do not take it. ``ValueError`` if X's squared
     distances (to ``centers`` when given, fitted centroids) do not fit its
     dtype (:func:`check_magnitude`).
     """
@@ -123,9 +121,7 @@ def get_engine(name, X, sample_weight=None, n_threads=None, centers=None):
         raise ImportError(
             f"backend={name!r} needs {requirement}, which could not be imported: {exc}"
         ) from exc
-    options = {}
-    if resolved == "numba":
-        options = {"n_threads": n_threads, "wait_for_kernels": name != "auto"}
+    options = {"n_threads": n_threads} if resolved == "numba" else {}
     engine = getattr(module, class_name)(X, sample_weight, **options)
     check_magnitude(X, engine.x_sq, centers)
     return engine

@@ -35,7 +35,6 @@ from ._chunks import row_blocks
 from ._conditioning import centering_shift, power_of_two_scale
 from ._namespace import is_cupy_array, to_numpy
 from ._numpy import twin_columns
-from ._session import PassSession
 from ._stats import PassStats
 
 __all__ = ["ArrayEngine", "DEVICE_BLOCK_ELEMENTS", "FLOAT32_TAU_RANGE"]
@@ -48,7 +47,7 @@ DEVICE_BLOCK_ELEMENTS = 1 << 27
 FLOAT32_TAU_RANGE = (2.0**-100, 2.0**100)
 
 
-class ArrayEngine(PassSession):
+class ArrayEngine:
     """Chunked passes of the device engine, here with numpy.
 
     Parameters

@@ -1,9 +1,11 @@
 """Parallel passes of the numba engine over dense and CSR data.
 
-One pass walks over the rows of X in chunks: each kernel call is one
-thread's share (every ``n_threads``-th chunk) and adds its rows' statistics
-into accumulators the caller allocated for that thread; the caller runs the
-shares on threads (the kernels release the GIL) and reduces the accumulators.
+One pass walks over the rows of X in chunks, grouped into slots of
+consecutive chunks (:func:`._threads.slot_layout`): each kernel call runs a
+range of slots, adding each slot's rows, in order, into that slot's
+accumulators; the caller runs ranges of slots on threads (the kernels release
+the GIL) and sums the slots' accumulators in slot order, so that the results
+do not depend on the number of threads.
 Chunk sizes and product blocks are chosen by the caller (:func:`pass_layout`). Nothing of size
 ``n_samples x n_clusters`` is allocated unless the caller passes an output for
 it (``out_mode``).
@@ -84,7 +86,7 @@ DENSE_FRACTION = 4
 
 #: What a pass writes into its ``out`` array: in row ``i``, nothing, the
 #: responsibilities, the squared distances, or ``row_gap`` (column 0); or, in row
-#: ``thread``, the largest squared distance to each centroid over the thread's rows with
+#: ``slot``, the largest squared distance to each centroid over the slot's rows with
 #: positive weight (and nothing else: its statistics stay 0).
 OUT_NONE, OUT_RESP, OUT_DIST, OUT_GAP, OUT_FARTHEST = 0, 1, 2, 3, 4
 
@@ -386,14 +388,14 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
 @njit(**_JIT)
 def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, tau,
                inv_tau, alpha, with_sums, out_mode, out, labels, margins, dmin, all_sums,
-               all_masses, all_scalars, thread, n_threads):
-    """Thread ``thread``'s share of a pass over dense ``X`` (C-contiguous).
+               all_masses, all_scalars, slot_chunks, slot_start, slot_stop):
+    """Slots ``slot_start`` to ``slot_stop`` of a pass over dense ``X`` (C-contiguous).
 
-    The share is every ``n_threads``-th chunk of ``chunk`` rows from chunk
-    ``thread``, each finished as the module docstring describes; the per-row
-    outputs are written in place and the statistics added to the thread's
-    accumulators ``all_sums[thread, :k]``, ``all_masses[thread, :k]`` and
-    ``all_scalars[thread, :3]`` (objective, inertia, gap). ``centers``
+    Slot ``s`` holds chunks ``s * slot_chunks`` to ``(s + 1) * slot_chunks``
+    of ``chunk`` rows, each finished as the module docstring describes; the
+    per-row outputs are written in place and the statistics added to the
+    slot's accumulators ``all_sums[s, :k]``, ``all_masses[s, :k]`` and
+    ``all_scalars[s, :3]`` (objective, inertia, gap). ``centers``
     (C-contiguous) is in the dtype of X; ``c_sq`` holds the squared norms of
     the float64 centroids. With a ``shift`` (in the dtype of X; empty for
     none) the cross term is that of the chunk less the shift, copied chunk by
@@ -410,7 +412,6 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
     """
     n, n_features = X.shape
     k = centers.shape[0]
-    sums, masses, scalars = all_sums[thread, :k], all_masses[thread, :k], all_scalars[thread]
     c_sq_x = c_sq.astype(X.dtype)
     cross = np.empty(k * chunk, X.dtype)
     shifted = shift.shape[0] > 0
@@ -429,93 +430,96 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
     mass_buf = np.empty(k, X.dtype)
     block = np.empty((k, n_features), X.dtype)
     n_chunks = (n + chunk - 1) // chunk
-    for c in range(thread, n_chunks, n_threads):
-        start = c * chunk
-        rows = min(chunk, n - start)
-        stop = start + rows
-        Xc = X[start:stop]
-        xc_sq = x_sq[start:stop]
-        U = cross[:k * rows].reshape((k, rows))
-        if transposes:
-            Xt = transposed[:n_features * rows].reshape((n_features, rows))
-            transpose_rows(X, start, Xt)
-            if shifted:
+    for slot in range(slot_start, slot_stop):
+        sums, masses, scalars = all_sums[slot, :k], all_masses[slot, :k], all_scalars[slot]
+        for c in range(slot * slot_chunks, min((slot + 1) * slot_chunks, n_chunks)):
+            start = c * chunk
+            rows = min(chunk, n - start)
+            stop = start + rows
+            Xc = X[start:stop]
+            xc_sq = x_sq[start:stop]
+            U = cross[:k * rows].reshape((k, rows))
+            if transposes:
+                Xt = transposed[:n_features * rows].reshape((n_features, rows))
+                transpose_rows(X, start, Xt)
+                if shifted:
+                    for f in range(n_features):
+                        for r in range(rows):
+                            Xt[f, r] -= shift[f]
+                for j0 in range(0, k, step):
+                    np.dot(centers[j0:min(j0 + step, k)], Xt, U[j0:min(j0 + step, k)])
+            elif shifted:  # the same product as above, in one block (no other specialization)
+                Xt = transposed[:n_features * rows].reshape((n_features, rows))
                 for f in range(n_features):
                     for r in range(rows):
-                        Xt[f, r] -= shift[f]
-            for j0 in range(0, k, step):
-                np.dot(centers[j0:min(j0 + step, k)], Xt, U[j0:min(j0 + step, k)])
-        elif shifted:  # the same product as above, in one block (no other specialization)
-            Xt = transposed[:n_features * rows].reshape((n_features, rows))
-            for f in range(n_features):
-                for r in range(rows):
-                    Xt[f, r] = Xc[r, f] - shift[f]
-            np.dot(centers[0:k], Xt, U[0:k])
-        else:
-            np.dot(centers, Xc.T, U)
-        for j in range(k):
-            if twins[j] != j:
-                for r in range(rows):  # a loop: a slice assignment compiles its error path
-                    U[j, r] = U[twins[j], r]
-        _shifted_distances_and_nearest(U, xc_sq, c_sq_x, u_near, first, second, label)
-        if out_mode == OUT_FARTHEST:
-            for j in range(k):
-                far = out[thread, j]
-                for r in range(rows):
-                    if weights[start + r] > 0.0:
-                        far = max(far, xc_sq[r] + np.float64(U[j, r]))
-                out[thread, j] = far
-            continue
-        for r in range(rows):
-            margins[start + r] = second[r] - first[r] if k > 1 else 0.0
-        one_hot = 0
-        for r in range(rows):
-            hard[r] = is_hard_row(kind, first[r], second[r], tau, alpha)
-            one_hot += hard[r]
-        if kind == SOFTMAX and inv_tau > 0 and (rows - one_hot) * DENSE_FRACTION > rows:
-            _dense_softmax_chunk(Xc, weights[start:stop], near, label, tau, inv_tau, with_sums,
-                                 out_mode, out, labels, dmin, start, U, u_near, scaled_x, kept,
-                                 mass_buf, step, block, sums, masses, scalars)
-            continue
-        if out_mode == OUT_NONE:  # the one-hot rows in one loop, the others one by one below
-            _one_hot_rows(Xc, weights, first, label, hard, with_sums, labels, dmin, start, sums,
-                          masses, scalars)
-            if one_hot == rows:
-                continue
-        # No array views are created per row below: each one costs an atomic reference count.
-        for r in range(rows):
-            if out_mode == OUT_NONE and hard[r]:
-                continue
-            i = start + r
-            if out_mode == OUT_DIST:
-                for j in range(k):
-                    out[i, j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
-            if hard[r]:
-                m, gap = 1, 0.0
-                idx[0] = label[r]
-                val[0] = 1.0
+                        Xt[f, r] = Xc[r, f] - shift[f]
+                np.dot(centers[0:k], Xt, U[0:k])
             else:
+                np.dot(centers, Xc.T, U)
+            for j in range(k):
+                if twins[j] != j:
+                    for r in range(rows):  # a loop: a slice assignment compiles its error path
+                        U[j, r] = U[twins[j], r]
+            _shifted_distances_and_nearest(U, xc_sq, c_sq_x, u_near, first, second, label)
+            if out_mode == OUT_FARTHEST:
                 for j in range(k):
-                    row[j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
-                m, gap = row_given_nearest(row, kind, label[r], first[r], second[r], tau, alpha,
-                                           idx, val, work)
-            w = weights[i]
-            _record_row(i, label[r], first[r], margins[i], gap, w, m, idx, val, masses, scalars,
-                        labels, margins, dmin, out_mode, out)
-            if with_sums:
-                for q in range(m):
-                    _axpy(w * val[q], X, i, sums, idx[q])
+                    far = out[slot, j]
+                    for r in range(rows):
+                        if weights[start + r] > 0.0:
+                            far = max(far, xc_sq[r] + np.float64(U[j, r]))
+                    out[slot, j] = far
+                continue
+            for r in range(rows):
+                margins[start + r] = second[r] - first[r] if k > 1 else 0.0
+            one_hot = 0
+            for r in range(rows):
+                hard[r] = is_hard_row(kind, first[r], second[r], tau, alpha)
+                one_hot += hard[r]
+            if kind == SOFTMAX and inv_tau > 0 and (rows - one_hot) * DENSE_FRACTION > rows:
+                _dense_softmax_chunk(Xc, weights[start:stop], near, label, tau, inv_tau, with_sums,
+                                     out_mode, out, labels, dmin, start, U, u_near, scaled_x, kept,
+                                     mass_buf, step, block, sums, masses, scalars)
+                continue
+            if out_mode == OUT_NONE:  # the one-hot rows in one loop, the others one by one below
+                _one_hot_rows(Xc, weights, first, label, hard, with_sums, labels, dmin, start, sums,
+                              masses, scalars)
+                if one_hot == rows:
+                    continue
+            # No array views are created per row below: each one costs an atomic reference count.
+            for r in range(rows):
+                if out_mode == OUT_NONE and hard[r]:
+                    continue
+                i = start + r
+                if out_mode == OUT_DIST:
+                    for j in range(k):
+                        out[i, j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
+                if hard[r]:
+                    m, gap = 1, 0.0
+                    idx[0] = label[r]
+                    val[0] = 1.0
+                else:
+                    for j in range(k):
+                        row[j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
+                    m, gap = row_given_nearest(row, kind, label[r], first[r], second[r], tau, alpha,
+                                               idx, val, work)
+                w = weights[i]
+                _record_row(i, label[r], first[r], margins[i], gap, w, m, idx, val, masses, scalars,
+                            labels, margins, dmin, out_mode, out)
+                if with_sums:
+                    for q in range(m):
+                        _axpy(w * val[q], X, i, sums, idx[q])
 
 
 @njit(**_JIT)
-def dense_row_sq_norms(X, shift, out, thread, n_threads):
-    """``||x_i - shift||^2`` of thread ``thread``'s block of rows, in float64 without copying X.
+def dense_row_sq_norms(X, shift, out, n_parts, part_start, part_stop):
+    """``||x_i - shift||^2`` of parts ``part_start`` to ``part_stop`` of ``n_parts`` blocks of
+    rows, in float64 without copying X.
 
     ``shift`` is float64, of length ``n_features``, or empty for no shift.
     """
     n = X.shape[0]
     shifted = shift.shape[0] > 0
-    for i in range(thread * n // n_threads, (thread + 1) * n // n_threads):
+    for i in range(part_start * n // n_parts, part_stop * n // n_parts):
         acc = 0.0
         for f in range(X.shape[1]):
             v = np.float64(X[i, f]) - (shift[f] if shifted else 0.0)
@@ -526,8 +530,8 @@ def dense_row_sq_norms(X, shift, out, thread, n_threads):
 @njit(**_JIT)
 def csr_pass(data, indices, indptr, weights, x_sq, centers_t, c_sq, rows, kind, tau, alpha,
              with_sums, out_mode, out, labels, margins, dmin, all_sums, all_masses, all_scalars,
-             thread, n_threads):
-    """Thread ``thread``'s share of a pass over CSR ``(data, indices, indptr)``.
+             slot_chunks, slot_start, slot_stop):
+    """Slots ``slot_start`` to ``slot_stop`` of a pass over CSR ``(data, indices, indptr)``.
 
     As :func:`dense_pass`, row by row, in chunks of ``rows`` rows;
     ``centers_t`` is ``C^T`` in float64 and products are accumulated in
@@ -535,39 +539,40 @@ def csr_pass(data, indices, indptr, weights, x_sq, centers_t, c_sq, rows, kind, 
     """
     n = indptr.shape[0] - 1
     k = centers_t.shape[1]
-    sums, masses, scalars = all_sums[thread, :k], all_masses[thread, :k], all_scalars[thread]
     dist = np.empty(k)
     work = np.empty(k)
     idx = np.empty(k + 1, np.intp)
     val = np.empty(k + 1)
     n_chunks = (n + rows - 1) // rows
-    for c in range(thread, n_chunks, n_threads):
-        for i in range(c * rows, min((c + 1) * rows, n)):
-            for j in range(k):
-                dist[j] = 0.0
-            for p in range(indptr[i], indptr[i + 1]):
-                v = np.float64(data[p])
-                col = indices[p]
+    for slot in range(slot_start, slot_stop):
+        sums, masses, scalars = all_sums[slot, :k], all_masses[slot, :k], all_scalars[slot]
+        for c in range(slot * slot_chunks, min((slot + 1) * slot_chunks, n_chunks)):
+            for i in range(c * rows, min((c + 1) * rows, n)):
                 for j in range(k):
-                    dist[j] += v * centers_t[col, j]
-            for j in range(k):
-                dist[j] = max(x_sq[i] - 2.0 * dist[j] + c_sq[j], 0.0)
-            if out_mode == OUT_FARTHEST:
-                if weights[i] > 0.0:
+                    dist[j] = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    v = np.float64(data[p])
+                    col = indices[p]
                     for j in range(k):
-                        out[thread, j] = max(out[thread, j], dist[j])
-                continue
-            if out_mode == OUT_DIST:
+                        dist[j] += v * centers_t[col, j]
                 for j in range(k):
-                    out[i, j] = dist[j]
-            m, label, row_dmin, margin, gap = row_responsibilities(dist, kind, tau, alpha, idx,
-                                                                   val, work)
-            w = weights[i]
-            _record_row(i, label, row_dmin, margin, gap, w, m, idx, val, masses, scalars, labels,
-                        margins, dmin, out_mode, out)
-            if with_sums:
-                for q in range(m):
-                    coef = w * val[q]
-                    j = idx[q]
-                    for p in range(indptr[i], indptr[i + 1]):
-                        sums[j, indices[p]] += coef * data[p]
+                    dist[j] = max(x_sq[i] - 2.0 * dist[j] + c_sq[j], 0.0)
+                if out_mode == OUT_FARTHEST:
+                    if weights[i] > 0.0:
+                        for j in range(k):
+                            out[slot, j] = max(out[slot, j], dist[j])
+                    continue
+                if out_mode == OUT_DIST:
+                    for j in range(k):
+                        out[i, j] = dist[j]
+                m, label, row_dmin, margin, gap = row_responsibilities(dist, kind, tau, alpha, idx,
+                                                                       val, work)
+                w = weights[i]
+                _record_row(i, label, row_dmin, margin, gap, w, m, idx, val, masses, scalars,
+                            labels, margins, dmin, out_mode, out)
+                if with_sums:
+                    for q in range(m):
+                        coef = w * val[q]
+                        j = idx[q]
+                        for p in range(indptr[i], indptr[i + 1]):
+                            sums[j, indices[p]] += coef * data[p]

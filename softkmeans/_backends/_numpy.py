@@ -15,7 +15,6 @@ from .._core.bounds import UNIT_ROUNDOFF
 from .._core.responsibilities import block_responsibilities, log_sum_exp_block
 from ._chunks import row_blocks
 from ._conditioning import centering_shift
-from ._session import PassSession
 from ._stats import PassStats
 
 __all__ = ["NumpyEngine", "first_equal_rows", "twin_columns"]
@@ -95,7 +94,7 @@ def twin_columns(centers, c_sq):
     return copies, first[copies]
 
 
-class NumpyEngine(PassSession):
+class NumpyEngine:
     """Chunked passes over one data set with numpy.
 
     Parameters

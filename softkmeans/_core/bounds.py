@@ -3,7 +3,8 @@
 Nothing here touches the data: every function takes the constants of one
 configuration (margins, balance, radii, masses, ...) that
 :mod:`softkmeans.diagnostics` computes with an engine, and returns a bound.
-Theorem numbers are those of arXiv 2603.04625 (see ``MATH.md`` of the project).
+Theorem numbers are those of arXiv 2603.04625; the formulas are on the maths page of
+the documentation (``doc/maths.rst``).
 With sample weights, counts become weight sums (``n`` is the total weight).
 
 Tolerances follow App. C of the paper: an observed quantity satisfies an upper

@@ -9,12 +9,8 @@
 
 Stopping rule (Sec. 7.1 of the paper):
 ``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol``.
-
-Each run's passes go through one session of the engine (``with engine:``, see
-:class:`softkmeans._backends._session.PassSession`).
 """
 
-import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -170,17 +166,6 @@ def _objective_noise(engine, stats, centers, row_norms):
     return _NOISE_ROUNDOFFS * engine.unit_roundoff * sizes
 
 
-def _one_session(run):
-    """Run ``run(engine, ...)`` inside ``with engine:``: one session for all its passes."""
-
-    @functools.wraps(run)
-    def in_session(engine, *args, **kwargs):
-        with engine:
-            return run(engine, *args, **kwargs)
-
-    return in_session
-
-
 def _report(verbose, label, it, stats, step):
     if verbose:
         print(f"[{label}] iteration {it:4d}  objective {stats.objective: .9e}  step {step:.3e}")
@@ -224,7 +209,6 @@ def _with_shared_variance(engine, stats, spec, shrink):
     return replace(spec, sigma=float(np.clip(sigma, SIGMA_MIN, SIGMA_MAX)))
 
 
-@_one_session
 def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_path=False,
                 verbose=0, fit_sigma=None):
     """Alternating minimization: responsibilities, then weighted means.
@@ -285,7 +269,6 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [])
 
 
-@_one_session
 def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False, verbose=0,
                      armijo=0.5):
     """Gradient descent on the reduced objective with one step size for all centroids.
@@ -352,7 +335,6 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [])
 
 
-@_one_session
 def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
            record_path=False, verbose=0):
     """Deterministic annealing followed by a Lloyd polish.

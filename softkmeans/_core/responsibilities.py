@@ -6,7 +6,8 @@ those rows. They are written against an array namespace ``xp`` (numpy by default
 CuPy on a GPU) so that the GPU engine runs the same code that the numpy oracle
 runs.
 
-Conventions (``../MATH.md`` of the project, Sec. 3 of the paper):
+Conventions (``doc/maths.rst``, the maths page of the documentation; Sec. 3 of the
+paper):
 
 - ``tau = 2 sigma^2``; logits ``z_ij = -d_ij / tau``;
 - every computation is shifted by the row minimum ``dmin_i``, so the largest

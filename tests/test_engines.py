@@ -1,0 +1,57 @@
+"""Every engine against the numpy reference, through the written contract (``Engine``)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from softkmeans._backends._array_engine import ArrayEngine
+from softkmeans._backends._contract import Engine
+from softkmeans._backends._numba import NumbaEngine
+from softkmeans._backends._numpy import NumpyEngine
+from softkmeans._core.responsibilities import RelaxationSpec
+
+ENGINES = [NumpyEngine, ArrayEngine, NumbaEngine]
+SPECS = {"hard": RelaxationSpec("hard"), "softmax": RelaxationSpec("softmax", 0.7),
+         "entmax": RelaxationSpec("entmax", 0.7, 1.5)}
+#: Dense float32 data are multiplied in float32 by the numba and array engines.
+RTOL = {np.float64: 1e-9, np.float32: 1e-4}
+
+
+def _data(dtype, sparse):
+    rng = np.random.default_rng(0)
+    means = rng.uniform(-3, 3, size=(5, 8))
+    X = means[rng.integers(0, 5, 700)] + rng.normal(size=(700, 8))
+    if sparse:
+        X[rng.uniform(size=X.shape) < 0.3] = 0.0
+    X = X.astype(dtype)
+    return (sp.csr_matrix(X) if sparse else X), rng.uniform(0.5, 2, 700), means + 0.2
+
+
+def _close(got, want, rtol):
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    scale = max(float(np.max(np.abs(want), initial=0.0)), 1e-300)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale)
+
+
+@pytest.mark.parametrize("Engine_", ENGINES, ids=lambda e: e.__name__)
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_engine_keeps_the_contract_and_matches_the_reference(Engine_, dtype, sparse):
+    X, weights, centers = _data(dtype, sparse)
+    engine, reference = Engine_(X, weights), NumpyEngine(X, weights)
+    assert isinstance(engine, Engine)
+    rtol = RTOL[dtype]
+    _close(engine.x_sq, reference.x_sq, 1e-12)
+    assert engine.n_samples == X.shape[0]
+    for spec in SPECS.values():
+        got, want = engine.estep(centers, spec), reference.estep(centers, spec)
+        for field in ("sums", "masses", "objective", "inertia", "gap", "margins", "dmin"):
+            _close(getattr(got, field), getattr(want, field), rtol)
+        clear = want.margins > 1e-3
+        np.testing.assert_array_equal(got.labels[clear], want.labels[clear])
+        _close(engine.responsibilities(centers, spec), reference.responsibilities(centers, spec),
+               rtol)
+    _close(engine.sq_distances(centers), reference.sq_distances(centers), rtol)
+    _close(engine.max_sq_distances(centers), reference.max_sq_distances(centers), rtol)
+    _close(engine.log_sum_exp(centers, 0.7), reference.log_sum_exp(centers, 0.7), rtol)
+    np.testing.assert_array_equal(engine.row(3), reference.row(3))
