@@ -1,0 +1,292 @@
+"""softkmeans.torch: the differentiable K-Means terms against their closed forms and the numpy
+engine."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from softkmeans import diagnostics  # noqa: E402
+from softkmeans._core.responsibilities import RelaxationSpec, block_responsibilities  # noqa: E402
+from softkmeans.torch import (  # noqa: E402
+    critical_ratio,
+    entmax,
+    entmax_kmeans_loss,
+    expected_distortion,
+    hard_kmeans_loss,
+    kmeans_loss,
+    responsibilities,
+    tied_sigma,
+)
+
+LOSSES = {
+    "softmax": kmeans_loss,
+    "entmax15": entmax_kmeans_loss,
+    "sparsemax": lambda h, c, s, **kw: entmax_kmeans_loss(h, c, s, alpha=2.0, **kw),
+    "entmax125": lambda h, c, s, **kw: entmax_kmeans_loss(h, c, s, alpha=1.25, **kw),
+}
+ALPHAS = {"softmax": None, "entmax15": 1.5, "sparsemax": 2.0, "entmax125": 1.25}
+
+
+def problem(n=7, k=3, d=2, seed=0, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    h = torch.randn(n, d, generator=gen, dtype=dtype)
+    centers = torch.randn(k, d, generator=gen, dtype=dtype)
+    return h, centers
+
+
+def numpy_rows(h, centers, sigma, alpha):
+    X, C = h.detach().double().numpy(), centers.detach().double().numpy()
+    D = ((X[:, None, :] - C[None]) ** 2).sum(-1)
+    spec = RelaxationSpec("softmax", sigma) if alpha is None else RelaxationSpec(
+        "entmax", sigma, alpha)
+    return block_responsibilities(D, spec)
+
+
+def test_importing_softkmeans_does_not_import_torch():
+    code = ("import sys, softkmeans, softkmeans.diagnostics, softkmeans.experiments; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("kind", LOSSES)
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 4.0])
+def test_values_and_responsibilities_match_the_numpy_engine(kind, sigma):
+    h, centers = problem(n=40, k=5, d=3)
+    ours = LOSSES[kind](h, centers, sigma, reduction="none")
+    block = numpy_rows(h, centers, sigma, ALPHAS[kind])
+    np.testing.assert_allclose(ours.numpy(), block.row_objective, rtol=1e-10, atol=1e-12)
+    resp = responsibilities(h, centers, sigma, alpha=ALPHAS[kind])
+    np.testing.assert_allclose(resp.numpy(), block.resp, rtol=1e-9, atol=1e-12)
+    if ALPHAS[kind] is not None:
+        assert ((resp == 0) == (torch.as_tensor(block.resp) == 0)).all()  # exact zeros
+
+
+@pytest.mark.parametrize("alpha", [None, 1.5])
+def test_responsibilities_match_the_public_diagnostics(alpha):
+    h, centers = problem(n=30, k=4)
+    ours = responsibilities(h, centers, 0.5, alpha=alpha)
+    ref = diagnostics.responsibilities(h.numpy(), centers.numpy(), 0.5, alpha=alpha,
+                                       backend="numpy")
+    np.testing.assert_allclose(ours.numpy(), ref, rtol=1e-10, atol=1e-14)
+
+
+def test_entmax15_pruned_sort_is_exact_with_many_clusters_and_ties():
+    gen = torch.Generator().manual_seed(1)
+    z = torch.randn(64, 200, generator=gen, dtype=torch.float64) * 3
+    z[:5, :3] = z[:5].max(1, keepdim=True).values  # three-way ties at the top
+    z[5] = 0.0  # a uniform row keeps every entry as a candidate
+    from softkmeans.torch._functional import _entmax_rows
+
+    pruned, full = _entmax_rows(z, 1.5, True), _entmax_rows(z, 1.5, False)
+    np.testing.assert_array_equal(pruned.numpy(), full.numpy())
+    D = -2.0 * (z - z.max(1, keepdim=True).values)  # logits -D / (2 sigma^2) at sigma = 1
+    ref = block_responsibilities(D.numpy(), RelaxationSpec("entmax", 1.0))
+    np.testing.assert_allclose(pruned.numpy(), ref.resp, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(pruned.sum(1).numpy(), 1.0, rtol=1e-14)
+    np.testing.assert_allclose(entmax(z).numpy(), pruned.numpy(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", LOSSES)
+def test_gradients_match_finite_differences(kind):
+    h, centers = problem(n=6, k=3)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    sigma = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    loss = LOSSES[kind]
+    assert torch.autograd.gradcheck(lambda a, b, s: loss(a, b, s, reduction="sum"),
+                                    (h, centers, sigma))
+    assert torch.autograd.gradcheck(lambda a, b, s: loss(a, b, s, reduction="none"),
+                                    (h, centers, sigma))
+
+
+@pytest.mark.parametrize("kind", ["softmax", "entmax15"])
+def test_second_derivatives_match_finite_differences(kind):
+    h, centers = problem(n=5, k=3)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    loss = LOSSES[kind]
+    assert torch.autograd.gradgradcheck(lambda a, b: loss(a, b, 0.8, reduction="sum"),
+                                        (h, centers))
+
+
+@pytest.mark.parametrize("kind", LOSSES)
+def test_gradients_are_the_responsibility_weighted_forces(kind):
+    h, centers = problem(n=20, k=4)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    sigma = torch.tensor(0.6, dtype=torch.float64, requires_grad=True)
+    LOSSES[kind](h, centers, sigma, reduction="sum").backward()
+    r = responsibilities(h, centers, sigma, alpha=ALPHAS[kind]).detach()
+    hd, cd = h.detach(), centers.detach()
+    np.testing.assert_allclose(h.grad, 2 * (hd - r @ cd), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(centers.grad, 2 * (r.sum(0)[:, None] * cd - r.T @ hd),
+                               rtol=1e-11, atol=1e-12)
+    alpha = ALPHAS[kind]
+    if alpha is None:
+        entropy = -torch.special.xlogy(r, r).sum()
+    else:
+        entropy = ((1 - r.pow(alpha).sum(1)) / (alpha * (alpha - 1))).sum()
+    np.testing.assert_allclose(sigma.grad, -4 * 0.6 * entropy, rtol=1e-11)
+
+
+def margin_problem(beta, n=200, k=4, seed=0):
+    """Blobs and their cluster means, with sigma such that Delta_min / (2 sigma^2) = beta."""
+    gen = torch.Generator().manual_seed(seed)
+    means = torch.tensor([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0], [6.0, 6.0]],
+                         dtype=torch.float64)[:k]
+    labels = torch.arange(n) % k
+    h = means[labels] + torch.randn(n, 2, generator=gen, dtype=torch.float64)
+    d = ((h[:, None] - means[None]) ** 2).sum(-1)
+    two = d.topk(2, dim=1, largest=False).values
+    delta_min = float((two[:, 1] - two[:, 0]).min())
+    sigma = (delta_min / (2 * beta)) ** 0.5
+    return h, means, sigma
+
+
+def test_at_beta_64_the_reduced_gradients_are_those_of_the_hard_distortion():
+    h, centers, sigma = margin_problem(64.0)
+    grads = {}
+    for name, fn in [("J", lambda a: hard_kmeans_loss(a, centers, reduction="sum")),
+                     ("F", lambda a: kmeans_loss(a, centers, sigma, reduction="sum")),
+                     ("F15", lambda a: entmax_kmeans_loss(a, centers, sigma, reduction="sum"))]:
+        x = h.clone().requires_grad_(True)
+        fn(x).backward()
+        grads[name] = x.grad
+    assert (grads["J"].norm(dim=1) > 0).all()
+    np.testing.assert_allclose(grads["F"], grads["J"], rtol=4e-16, atol=0)
+    np.testing.assert_array_equal(grads["F15"], grads["J"])
+
+
+@pytest.mark.parametrize("beta", [8.0, 64.0])
+def test_expected_distortion_gradient_through_the_saturated_softmax(beta):
+    """dD_i/dd_ij = r_ij + sum_l d_il dr_il/dd_ij = r_ij - (1/tau) sum_l r_ij r_il (d_ij - d_il):
+    the second term is the softmax Jacobian applied to the distances, of order beta e^-beta
+    at the second-nearest centroid; checked against this pairwise form, free of cancellation."""
+    h, centers, sigma = margin_problem(beta)
+    tau = 2 * sigma**2
+    d = ((h[:, None] - centers[None]) ** 2).sum(-1)
+    r = responsibilities(h, centers, sigma)
+    pairwise = (r[:, :, None] * r[:, None, :] * (d[:, :, None] - d[:, None, :])).sum(2)
+    coef = r - pairwise / tau
+    from softkmeans.torch._functional import _expected_distortion_rows
+
+    _, _, ours, _ = _expected_distortion_rows(d, torch.tensor(tau, dtype=torch.float64))
+    np.testing.assert_allclose(ours, coef, rtol=1e-10, atol=0)
+    second = d.argsort(1)[:, 1:2]
+    extra = (coef - r).gather(1, second).abs().max()  # the Jacobian term's largest entry
+    assert beta * np.exp(-beta) * 1e-2 < extra < beta * np.exp(-beta) * 1e2
+    x = h.clone().requires_grad_(True)
+    expected_distortion(x, centers, sigma, reduction="sum").backward()
+    formula = 2 * (coef.sum(1, keepdim=True) * h - coef @ centers)
+    np.testing.assert_allclose(x.grad, formula, rtol=1e-13, atol=1e-14)
+    # plain autograd through torch.softmax agrees where the term is above rounding
+    if beta < 10:
+        y = h.clone().requires_grad_(True)
+        dy = ((y[:, None] - centers[None]) ** 2).sum(-1)
+        (torch.softmax(-dy / tau, 1) * dy).sum().backward()
+        np.testing.assert_allclose(x.grad, y.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_expected_distortion_gradients_match_finite_differences():
+    h, centers = problem(n=6, k=3)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    sigma = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda a, b, s: expected_distortion(a, b, s, reduction="none"), (h, centers, sigma))
+    assert torch.autograd.gradgradcheck(
+        lambda a, b: expected_distortion(a, b, 0.7, reduction="sum"), (h, centers))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sigma", [1e-30, 1e-200, 1e30])
+def test_extreme_temperatures_stay_finite_and_tend_to_the_limits(dtype, sigma):
+    h, centers = problem(n=10, k=3, dtype=dtype)
+    h.requires_grad_(True)
+    for loss in (kmeans_loss, entmax_kmeans_loss):
+        value = loss(h, centers, sigma, reduction="none")
+        if sigma < 1:
+            np.testing.assert_allclose(value.detach(), hard_kmeans_loss(
+                h, centers, reduction="none").detach(), rtol=1e-6)
+            value.sum().backward()
+            assert torch.isfinite(h.grad).all()
+            h.grad = None
+        else:
+            assert not torch.isnan(value).any()
+    r = responsibilities(h, centers, sigma)
+    assert torch.isfinite(r).all()
+    np.testing.assert_allclose(r.sum(1).detach(), 1.0, rtol=1e-6)
+
+
+def test_reductions_weights_and_batch_shapes():
+    h, centers = problem(n=12, k=3)
+    rows = kmeans_loss(h, centers, 0.5, reduction="none")
+    assert torch.allclose(kmeans_loss(h, centers, 0.5), rows.mean())
+    assert torch.allclose(kmeans_loss(h, centers, 0.5, reduction="sum"), rows.sum())
+    w = torch.rand(12, dtype=torch.float64)
+    assert torch.allclose(kmeans_loss(h, centers, 0.5, weight=w), (w * rows).sum() / w.sum())
+    batched = kmeans_loss(h.reshape(3, 4, 2), centers, 0.5, reduction="none")
+    assert batched.shape == (3, 4) and torch.equal(batched.reshape(-1), rows)
+    assert responsibilities(h.reshape(3, 4, 2), centers, 0.5).shape == (3, 4, 3)
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda h, c: kmeans_loss(h, c, 0.0), "sigma must be a positive"),
+    (lambda h, c: kmeans_loss(h, c, float("nan")), "sigma must be a positive"),
+    (lambda h, c: kmeans_loss(h, c, 1.0, reduction="avg"), "reduction must be one of"),
+    (lambda h, c: kmeans_loss(h[:, :1], c, 1.0), r"h must have shape \(\.\.\., 2\)"),
+    (lambda h, c: kmeans_loss(h, c[0], 1.0), "centers must have shape"),
+    (lambda h, c: entmax_kmeans_loss(h, c, 1.0, alpha=1.0), "alpha must be"),
+    (lambda h, c: kmeans_loss(h.numpy(), c, 1.0), "must be torch tensors"),
+    (lambda h, c: kmeans_loss(h, c, torch.ones(2)), "sigma must be a scalar"),
+    (lambda h, c: tied_sigma(h, c, relative_sigma=-1), "relative_sigma must be"),
+])
+def test_bad_arguments_are_named(call, match):
+    h, centers = problem()
+    with pytest.raises((ValueError, TypeError), match=match):
+        call(h, centers)
+
+
+def test_autocast_computes_distances_in_float32():
+    h, centers = problem(n=64, k=5, d=8, dtype=torch.float32)
+    h = h * 100 + 1000  # far from the origin: bfloat16 distances would be off by ~1e4
+    centers = centers * 100 + 1000
+    ref = kmeans_loss(h, centers, 5.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        value = kmeans_loss(h, centers, 5.0)
+        half = kmeans_loss(h.bfloat16(), centers.bfloat16(), 5.0)
+    assert value.dtype == half.dtype == torch.float32
+    assert torch.allclose(value, ref, rtol=1e-6)
+
+
+def test_torch_func_transforms():
+    h, centers = problem(n=8, k=3)
+    for alpha in (None, 1.5):
+        def loss(c, x, alpha=alpha):
+            if alpha is None:
+                return kmeans_loss(x, c, 0.5, reduction="sum")
+            return entmax_kmeans_loss(x, c, 0.5, alpha=alpha, reduction="sum")
+
+        grad = torch.func.grad(loss)(centers, h)
+        c = centers.clone().requires_grad_(True)
+        loss(c, h).backward()
+        np.testing.assert_allclose(grad, c.grad, rtol=1e-12)
+        per_row = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0))(centers, h[:, None])
+        np.testing.assert_allclose(per_row.sum(0), grad, rtol=1e-10, atol=1e-12)
+        jac = torch.func.jacrev(lambda c, x: loss(c, x[None]).reshape(1), argnums=1)
+        rows = torch.func.vmap(jac, in_dims=(None, 0))(centers, h)
+        x = h.clone().requires_grad_(True)
+        loss(centers, x).backward()
+        np.testing.assert_allclose(rows.reshape(8, 2), x.grad, rtol=1e-12)
+
+
+def test_critical_ratio_and_tied_sigma():
+    h, centers = problem(n=50, k=3)
+    lam = float(torch.linalg.eigvalsh(torch.cov(h.T, correction=0))[-1])
+    assert critical_ratio(h, 0.5) == pytest.approx(lam / 0.25, rel=1e-12)
+    d = ((h[:, None] - centers[None]) ** 2).sum(-1).min(1).values
+    assert float(tied_sigma(h, centers, 0.1)) == pytest.approx(float((0.1 * d.mean()).sqrt()))
