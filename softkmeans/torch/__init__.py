@@ -23,6 +23,7 @@ from ._functional import (
     responsibilities,
     tied_sigma,
 )
+from ._modules import KMeansTerm, SoftVectorQuantizer, VQOutput, code_usage
 
 __all__ = [
     "kmeans_loss",
@@ -33,4 +34,8 @@ __all__ = [
     "entmax",
     "tied_sigma",
     "critical_ratio",
+    "KMeansTerm",
+    "SoftVectorQuantizer",
+    "VQOutput",
+    "code_usage",
 ]
