@@ -591,3 +591,47 @@ def test_synced_codebook_statistics_agree_across_two_gloo_processes(tmp_path):
     single.codebook.copy_(ranks[0]["first"])
     single(both)
     np.testing.assert_allclose(ranks[0]["second"], single.codebook, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- documentation
+
+
+@pytest.mark.parametrize("module_name", ["softkmeans.torch._functional",
+                                         "softkmeans.torch._modules"])
+def test_examples_in_docstrings_run(module_name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module_name),
+                             optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_public_names_have_an_examples_section():
+    import softkmeans.torch as skt
+
+    for name in skt.__all__:
+        doc = getattr(skt, name).__doc__
+        assert doc and "Examples\n    --------" in doc, name
+
+
+def test_the_code_of_the_user_guide_runs(capsys):
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[1] / "doc" / "torch.rst"
+    blocks = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", page.read_text())
+    assert len(blocks) == 2
+    namespace = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for block in blocks:
+            exec(compile("\n".join(line[3:] for line in block.splitlines()), str(page), "exec"),
+                 namespace)
+    finally:
+        torch.set_num_threads(threads)
+    assert namespace["labels"].shape == (512,)
+    assert namespace["quantized"].shape == (32, 8, 8, 64)
+    printed = capsys.readouterr().out.split()
+    assert len(printed) == 6 and all(float(r) > 1 for r in printed[1::2])

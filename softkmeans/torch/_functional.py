@@ -386,6 +386,13 @@ class _ExpectedDistortion(torch.autograd.Function):
 
 
 
+def _fill_doc(function):
+    """Put the shared parameter descriptions into ``function``'s docstring."""
+    function.__doc__ = function.__doc__.replace("    {shapes}", _SHAPES).replace(
+        "{reduction}", _REDUCTION)
+    return function
+
+
 _SHAPES = """
     Parameters
     ----------
@@ -404,6 +411,7 @@ _REDUCTION = """
         Sample weights."""
 
 
+@_fill_doc
 def kmeans_loss(h, centers, sigma, *, reduction="mean", weight=None):
     """Softmax-relaxed K-Means objective ``F_sigma``: a soft minimum of the distances.
 
@@ -415,10 +423,10 @@ def kmeans_loss(h, centers, sigma, *, reduction="mean", weight=None):
     responsibilities: they tend to the gradients of ``J`` at low temperature
     instead of vanishing. The backward pass evaluates these forms directly.
     Computed in float32 or better, also under autocast.
-    """ + _SHAPES + """
+    {shapes}
     sigma : float or Tensor
         Temperature; a scalar tensor that requires grad receives
-        ``dF/dsigma = -4 sigma sum_i H(r_i)`` (Shannon entropy H).""" + _REDUCTION + """
+        ``dF/dsigma = -4 sigma sum_i H(r_i)`` (Shannon entropy H).{reduction}
 
     Returns
     -------
@@ -448,6 +456,7 @@ def kmeans_loss(h, centers, sigma, *, reduction="mean", weight=None):
     return _reduce(values, reduction, h.shape[:-1], weight)
 
 
+@_fill_doc
 def entmax_kmeans_loss(h, centers, sigma, alpha=1.5, *, reduction="mean", weight=None):
     """Tsallis-relaxed K-Means objective ``F^(alpha)_sigma`` at the entmax responsibilities.
 
@@ -458,13 +467,13 @@ def entmax_kmeans_loss(h, centers, sigma, alpha=1.5, *, reduction="mean", weight
     distance) reaches ``2 sigma^2 / (alpha - 1)``, ``4 sigma^2`` at alpha = 1.5, and
     ``F_sigma < F^(3/2)_sigma <= J``. Gradients are the forces of
     :func:`kmeans_loss` with the entmax responsibilities.
-    """ + _SHAPES + """
+    {shapes}
     sigma : float or Tensor
         Temperature; a scalar tensor that requires grad receives
         ``-4 sigma sum_i H_alpha(r_i)``.
     alpha : float, default=1.5
         Entmax order, greater than 1; 1.5 and 2 are exact by sorting, other orders
-        use bisection.""" + _REDUCTION + """
+        use bisection.{reduction}
 
     Returns
     -------
@@ -484,12 +493,13 @@ def entmax_kmeans_loss(h, centers, sigma, alpha=1.5, *, reduction="mean", weight
     return _reduce(values, reduction, h.shape[:-1], weight)
 
 
+@_fill_doc
 def hard_kmeans_loss(h, centers, *, reduction="mean", weight=None):
     """Hard K-Means distortion ``J = sum_i min_j ||h_i - mu_j||^2``.
 
     Its gradient moves each representation toward its nearest centroid only; it
     is the zero-temperature limit of :func:`kmeans_loss`.
-    """ + _SHAPES + _REDUCTION + """
+    {shapes}{reduction}
 
     Returns
     -------
@@ -509,6 +519,7 @@ def hard_kmeans_loss(h, centers, *, reduction="mean", weight=None):
     return _reduce(values, reduction, h.shape[:-1], weight)
 
 
+@_fill_doc
 def expected_distortion(h, centers, sigma, *, reduction="mean", weight=None):
     """Expected distortion ``D_sigma = sum_ij r_ij ||h_i - mu_j||^2``, r differentiated through.
 
@@ -521,9 +532,9 @@ def expected_distortion(h, centers, sigma, *, reduction="mean", weight=None):
     through the softmax in closed form from the shifted distances, so that it
     keeps its exponentially small part at low temperature instead of rounding
     it away (plain autograd would leave only rounding errors there).
-    """ + _SHAPES + """
+    {shapes}
     sigma : float or Tensor
-        Temperature.""" + _REDUCTION + """
+        Temperature.{reduction}
 
     Returns
     -------
@@ -542,6 +553,7 @@ def expected_distortion(h, centers, sigma, *, reduction="mean", weight=None):
     return _reduce(values, reduction, h.shape[:-1], weight)
 
 
+@_fill_doc
 def responsibilities(h, centers, sigma, alpha=None):
     """Soft assignments of every row of ``h`` to every centroid, differentiable.
 
@@ -549,7 +561,7 @@ def responsibilities(h, centers, sigma, alpha=None):
     None, entmax-alpha (exact zeros) otherwise: the map of
     :func:`softkmeans.diagnostics.responsibilities`. One-hot exactly in the limit
     of small ``sigma``, never NaN.
-    """ + _SHAPES + """
+    {shapes}
     sigma : float or Tensor
         Temperature.
     alpha : float or None, default=None

@@ -279,6 +279,14 @@ class VQOutput(NamedTuple):
         last dimension).
     loss : Tensor
         Commitment loss, plus the codebook loss when the codebook follows a gradient.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from softkmeans.torch import SoftVectorQuantizer
+    >>> quantized, codes, loss = SoftVectorQuantizer(4, 2)(torch.randn(10, 2))
+    >>> codes.shape
+    torch.Size([10])
     """
 
     quantized: torch.Tensor
