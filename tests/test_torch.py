@@ -635,3 +635,46 @@ def test_the_code_of_the_user_guide_runs(capsys):
     assert namespace["quantized"].shape == (32, 8, 8, 64)
     printed = capsys.readouterr().out.split()
     assert len(printed) == 6 and all(float(r) > 1 for r in printed[1::2])
+
+
+# ----------------------------------------------------------------------------- reproduction
+
+
+def test_jacobian_norm_without_cancellation():
+    from softkmeans.experiments.gradients import jacobian_norms
+
+    r = torch.tensor([[1 - 2e-30, 1e-30, 1e-30], [0.2, 0.3, 0.5]], dtype=torch.float64)
+    labels = torch.tensor([0, 2])
+    direct = torch.stack([(torch.diag(row) - torch.outer(row, row)).norm() for row in r])
+    ours = jacobian_norms(r, labels)
+    np.testing.assert_allclose(ours[1], direct[1], rtol=1e-14)
+    # diagonal 2e-30, 1e-30, 1e-30 and four off-diagonal 1e-30 to first order: 10e-60,
+    # where the direct formula (1 - 2e-30 rounds to 1) gives 0
+    np.testing.assert_allclose(ours[0], np.sqrt(10e-60), rtol=1e-12)
+
+
+def test_section_8_2_claims_on_small_data(tmp_path):
+    from softkmeans.experiments import Config, run
+
+    config = Config.quick(n_init=2, datasets=("separation_8", "iris"))
+    text = run(out=tmp_path, config=config, families=("gradients",), progress=False).read_text()
+    assert "## 8.2 Gradients at low temperature" in text
+    lines = [line for line in text.splitlines() if line.startswith("| 8.2 |")]
+    assert len(lines) == 6
+    # the median norm ratio (line 5) depends on the datasets; the others on the theory
+    assert all("| yes" in line for i, line in enumerate(lines) if i != 4), lines
+    assert (tmp_path / "records" / "gradients.csv").exists()
+    assert (tmp_path / "gradients.png").stat().st_size > 0
+
+
+def test_section_8_2_says_why_it_is_skipped_without_torch(tmp_path, monkeypatch):
+    import importlib.util
+
+    from softkmeans.experiments import Config, run
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    config = Config.quick(n_init=1, datasets=("separation_8",))
+    text = run(out=tmp_path, config=config, families=("gradients",), progress=False).read_text()
+    assert "skipped: PyTorch is not installed" in text
