@@ -678,3 +678,15 @@ def test_section_8_2_says_why_it_is_skipped_without_torch(tmp_path, monkeypatch)
     config = Config.quick(n_init=1, datasets=("separation_8",))
     text = run(out=tmp_path, config=config, families=("gradients",), progress=False).read_text()
     assert "skipped: PyTorch is not installed" in text
+
+
+def test_section_8_3_helpers_and_skip_line(tmp_path):
+    from softkmeans.experiments import Config, run
+    from softkmeans.experiments.deep import clustering_accuracy, distinct_centroids
+
+    assert clustering_accuracy([0, 0, 1, 1, 2], [2, 2, 0, 0, 0]) == pytest.approx(0.8)
+    centers = np.array([[0.0, 0.0], [0.001, 0.0], [5.0, 5.0], [5.0, 5.004], [9.0, 0.0]])
+    assert distinct_centroids(centers, scale=1.0) == 3
+    config = Config.quick(n_init=1, datasets=("separation_8",))
+    text = run(out=tmp_path, config=config, families=("deep",), progress=False).read_text()
+    assert "skipped: it runs on the digits dataset" in text

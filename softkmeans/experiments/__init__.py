@@ -10,6 +10,8 @@ which calls :func:`run`. One module per experiment family:
 - :mod:`~softkmeans.experiments.annealing`: Sec. 7.8, deterministic annealing;
 - :mod:`~softkmeans.experiments.gradients`: Sec. 8.2, gradients at low temperature
   (needs PyTorch; a line of the report says so when it is absent);
+- :mod:`~softkmeans.experiments.deep`: Sec. 8.3, the K-Means term in an autoencoder,
+  on scikit-learn's digits (needs PyTorch and the digits among the datasets);
 - :mod:`~softkmeans.experiments.report` and :mod:`~softkmeans.experiments.figures`:
   the markdown report, per-run CSV records and PNG figures.
 
@@ -27,6 +29,7 @@ from pathlib import Path
 from ..datasets import DATASETS
 from ._common import Config, prepare
 from .annealing import annealing_paths, path_claims, run_annealing
+from .deep import run_deep
 from .dynamics import run_dynamics
 from .figures import _pyplot, plot_all
 from .gradients import run_gradients
@@ -38,7 +41,8 @@ from .values import run_values
 __all__ = ["Config", "FAMILIES", "run", "main"]
 
 #: Experiment families, in the order of the paper.
-FAMILIES = ("rates", "values", "dynamics", "trajectories", "annealing", "gradients")
+FAMILIES = ("rates", "values", "dynamics", "trajectories", "annealing", "gradients",
+            "deep")
 
 
 def _run_families(contexts, config, families, progress):
@@ -66,6 +70,8 @@ def _run_families(contexts, config, families, progress):
         if curves is not None:
             data["gradients"] = curves
         results.append(res)
+    if "deep" in families:
+        results.append(run_deep(contexts, config, progress))
     return results, data
 
 
