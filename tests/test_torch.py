@@ -690,3 +690,11 @@ def test_section_8_3_helpers_and_skip_line(tmp_path):
     config = Config.quick(n_init=1, datasets=("separation_8",))
     text = run(out=tmp_path, config=config, families=("deep",), progress=False).read_text()
     assert "skipped: it runs on the digits dataset" in text
+
+
+def test_section_8_4_skip_line(tmp_path):
+    from softkmeans.experiments import Config, run
+
+    config = Config.quick(n_init=1, datasets=("separation_8",))
+    text = run(out=tmp_path, config=config, families=("codebook",), progress=False).read_text()
+    assert "| 8.4 | Sec. 8.4 codebook claims | - | skipped: it runs on the digits" in text

@@ -12,6 +12,8 @@ which calls :func:`run`. One module per experiment family:
   (needs PyTorch; a line of the report says so when it is absent);
 - :mod:`~softkmeans.experiments.deep`: Sec. 8.3, the K-Means term in an autoencoder,
   on scikit-learn's digits (needs PyTorch and the digits among the datasets);
+- :mod:`~softkmeans.experiments.codebook`: Sec. 8.4, codebook rules of a VQ autoencoder,
+  on the digits too;
 - :mod:`~softkmeans.experiments.report` and :mod:`~softkmeans.experiments.figures`:
   the markdown report, per-run CSV records and PNG figures.
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from ..datasets import DATASETS
 from ._common import Config, prepare
 from .annealing import annealing_paths, path_claims, run_annealing
+from .codebook import run_codebook
 from .deep import run_deep
 from .dynamics import run_dynamics
 from .figures import _pyplot, plot_all
@@ -42,7 +45,7 @@ __all__ = ["Config", "FAMILIES", "run", "main"]
 
 #: Experiment families, in the order of the paper.
 FAMILIES = ("rates", "values", "dynamics", "trajectories", "annealing", "gradients",
-            "deep")
+            "deep", "codebook")
 
 
 def _run_families(contexts, config, families, progress):
@@ -72,6 +75,8 @@ def _run_families(contexts, config, families, progress):
         results.append(res)
     if "deep" in families:
         results.append(run_deep(contexts, config, progress))
+    if "codebook" in families:
+        results.append(run_codebook(contexts, config, progress))
     return results, data
 
 
