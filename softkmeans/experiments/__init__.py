@@ -8,6 +8,12 @@ which calls :func:`run`. One module per experiment family:
 - :mod:`~softkmeans.experiments.dynamics`: Sec. 7.6, the four algorithms (Table 3);
 - :mod:`~softkmeans.experiments.trajectories`: Sec. 7.7, agreement with Lloyd's path;
 - :mod:`~softkmeans.experiments.annealing`: Sec. 7.8, deterministic annealing;
+- :mod:`~softkmeans.experiments.gradients`: Sec. 8.2, gradients at low temperature
+  (needs PyTorch; a line of the report says so when it is absent);
+- :mod:`~softkmeans.experiments.deep`: Sec. 8.3, the K-Means term in an autoencoder,
+  on scikit-learn's digits (needs PyTorch and the digits among the datasets);
+- :mod:`~softkmeans.experiments.codebook`: Sec. 8.4, codebook rules of a VQ autoencoder,
+  on the digits too;
 - :mod:`~softkmeans.experiments.report` and :mod:`~softkmeans.experiments.figures`:
   the markdown report, per-run CSV records and PNG figures.
 
@@ -25,8 +31,11 @@ from pathlib import Path
 from ..datasets import DATASETS
 from ._common import Config, prepare
 from .annealing import annealing_paths, path_claims, run_annealing
+from .codebook import run_codebook
+from .deep import run_deep
 from .dynamics import run_dynamics
 from .figures import _pyplot, plot_all
+from .gradients import run_gradients
 from .rates import run_alpha_family, run_rates
 from .report import write_records, write_report
 from .trajectories import run_trajectories
@@ -35,7 +44,8 @@ from .values import run_values
 __all__ = ["Config", "FAMILIES", "run", "main"]
 
 #: Experiment families, in the order of the paper.
-FAMILIES = ("rates", "values", "dynamics", "trajectories", "annealing")
+FAMILIES = ("rates", "values", "dynamics", "trajectories", "annealing", "gradients",
+            "deep", "codebook")
 
 
 def _run_families(contexts, config, families, progress):
@@ -58,6 +68,15 @@ def _run_families(contexts, config, families, progress):
         if data["paths"]:
             res.claims += path_claims(data["paths"])
         results.append(res)
+    if "gradients" in families:
+        res, curves = run_gradients(contexts, config, progress)
+        if curves is not None:
+            data["gradients"] = curves
+        results.append(res)
+    if "deep" in families:
+        results.append(run_deep(contexts, config, progress))
+    if "codebook" in families:
+        results.append(run_codebook(contexts, config, progress))
     return results, data
 
 

@@ -124,4 +124,9 @@ def plot_all(out, data):
     if data.get("paths"):
         _paths(plt, data["paths"], out / "annealing_paths.png")
         written["7.8"] = ["annealing_paths.png"]
+    if data.get("gradients"):
+        from .gradients import plot_gradients
+
+        plot_gradients(plt, data["gradients"], out / "gradients.png")
+        written["8.2"] = ["gradients.png"]
     return written

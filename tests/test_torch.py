@@ -1,0 +1,700 @@
+"""softkmeans.torch: the differentiable K-Means terms against their closed forms and the numpy
+engine."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from softkmeans import diagnostics  # noqa: E402
+from softkmeans._core.responsibilities import RelaxationSpec, block_responsibilities  # noqa: E402
+from softkmeans.torch import (  # noqa: E402
+    critical_ratio,
+    entmax,
+    entmax_kmeans_loss,
+    expected_distortion,
+    hard_kmeans_loss,
+    kmeans_loss,
+    responsibilities,
+    tied_sigma,
+)
+
+LOSSES = {
+    "softmax": kmeans_loss,
+    "entmax15": entmax_kmeans_loss,
+    "sparsemax": lambda h, c, s, **kw: entmax_kmeans_loss(h, c, s, alpha=2.0, **kw),
+    "entmax125": lambda h, c, s, **kw: entmax_kmeans_loss(h, c, s, alpha=1.25, **kw),
+}
+ALPHAS = {"softmax": None, "entmax15": 1.5, "sparsemax": 2.0, "entmax125": 1.25}
+
+
+def problem(n=7, k=3, d=2, seed=0, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    h = torch.randn(n, d, generator=gen, dtype=dtype)
+    centers = torch.randn(k, d, generator=gen, dtype=dtype)
+    return h, centers
+
+
+def numpy_rows(h, centers, sigma, alpha):
+    X, C = h.detach().double().numpy(), centers.detach().double().numpy()
+    D = ((X[:, None, :] - C[None]) ** 2).sum(-1)
+    spec = RelaxationSpec("softmax", sigma) if alpha is None else RelaxationSpec(
+        "entmax", sigma, alpha)
+    return block_responsibilities(D, spec)
+
+
+def test_importing_softkmeans_does_not_import_torch():
+    code = ("import sys, softkmeans, softkmeans.diagnostics, softkmeans.experiments; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("kind", LOSSES)
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 4.0])
+def test_values_and_responsibilities_match_the_numpy_engine(kind, sigma):
+    h, centers = problem(n=40, k=5, d=3)
+    ours = LOSSES[kind](h, centers, sigma, reduction="none")
+    block = numpy_rows(h, centers, sigma, ALPHAS[kind])
+    np.testing.assert_allclose(ours.numpy(), block.row_objective, rtol=1e-10, atol=1e-12)
+    resp = responsibilities(h, centers, sigma, alpha=ALPHAS[kind])
+    np.testing.assert_allclose(resp.numpy(), block.resp, rtol=1e-9, atol=1e-12)
+    if ALPHAS[kind] is not None:
+        assert ((resp == 0) == (torch.as_tensor(block.resp) == 0)).all()  # exact zeros
+
+
+@pytest.mark.parametrize("alpha", [None, 1.5])
+def test_responsibilities_match_the_public_diagnostics(alpha):
+    h, centers = problem(n=30, k=4)
+    ours = responsibilities(h, centers, 0.5, alpha=alpha)
+    ref = diagnostics.responsibilities(h.numpy(), centers.numpy(), 0.5, alpha=alpha,
+                                       backend="numpy")
+    np.testing.assert_allclose(ours.numpy(), ref, rtol=1e-10, atol=1e-14)
+
+
+def test_entmax15_pruned_sort_is_exact_with_many_clusters_and_ties():
+    gen = torch.Generator().manual_seed(1)
+    z = torch.randn(64, 200, generator=gen, dtype=torch.float64) * 3
+    z[:5, :3] = z[:5].max(1, keepdim=True).values  # three-way ties at the top
+    z[5] = 0.0  # a uniform row keeps every entry as a candidate
+    from softkmeans.torch._functional import _entmax_rows
+
+    pruned, full = _entmax_rows(z, 1.5, True), _entmax_rows(z, 1.5, False)
+    np.testing.assert_array_equal(pruned.numpy(), full.numpy())
+    D = -2.0 * (z - z.max(1, keepdim=True).values)  # logits -D / (2 sigma^2) at sigma = 1
+    ref = block_responsibilities(D.numpy(), RelaxationSpec("entmax", 1.0))
+    np.testing.assert_allclose(pruned.numpy(), ref.resp, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(pruned.sum(1).numpy(), 1.0, rtol=1e-14)
+    np.testing.assert_allclose(entmax(z).numpy(), pruned.numpy(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", LOSSES)
+def test_gradients_match_finite_differences(kind):
+    h, centers = problem(n=6, k=3)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    sigma = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    loss = LOSSES[kind]
+    assert torch.autograd.gradcheck(lambda a, b, s: loss(a, b, s, reduction="none"),
+                                    (h, centers, sigma))
+
+
+@pytest.mark.parametrize("kind", ["softmax", "entmax15"])
+def test_second_derivatives_match_finite_differences(kind):
+    h, centers = problem(n=5, k=3)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    loss = LOSSES[kind]
+    assert torch.autograd.gradgradcheck(lambda a, b: loss(a, b, 0.8, reduction="sum"),
+                                        (h, centers))
+
+
+@pytest.mark.parametrize("kind", LOSSES)
+def test_gradients_are_the_responsibility_weighted_forces(kind):
+    h, centers = problem(n=20, k=4)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    sigma = torch.tensor(0.6, dtype=torch.float64, requires_grad=True)
+    LOSSES[kind](h, centers, sigma, reduction="sum").backward()
+    r = responsibilities(h, centers, sigma, alpha=ALPHAS[kind]).detach()
+    hd, cd = h.detach(), centers.detach()
+    np.testing.assert_allclose(h.grad, 2 * (hd - r @ cd), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(centers.grad, 2 * (r.sum(0)[:, None] * cd - r.T @ hd),
+                               rtol=1e-11, atol=1e-12)
+    alpha = ALPHAS[kind]
+    if alpha is None:
+        entropy = -torch.special.xlogy(r, r).sum()
+    else:
+        entropy = ((1 - r.pow(alpha).sum(1)) / (alpha * (alpha - 1))).sum()
+    np.testing.assert_allclose(sigma.grad, -4 * 0.6 * entropy, rtol=1e-11)
+
+
+def margin_problem(beta, n=200, k=4, seed=0):
+    """Blobs and their cluster means, with sigma such that Delta_min / (2 sigma^2) = beta."""
+    gen = torch.Generator().manual_seed(seed)
+    means = torch.tensor([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0], [6.0, 6.0]],
+                         dtype=torch.float64)[:k]
+    labels = torch.arange(n) % k
+    h = means[labels] + torch.randn(n, 2, generator=gen, dtype=torch.float64)
+    d = ((h[:, None] - means[None]) ** 2).sum(-1)
+    two = d.topk(2, dim=1, largest=False).values
+    delta_min = float((two[:, 1] - two[:, 0]).min())
+    sigma = (delta_min / (2 * beta)) ** 0.5
+    return h, means, sigma
+
+
+def test_at_beta_64_the_reduced_gradients_are_those_of_the_hard_distortion():
+    h, centers, sigma = margin_problem(64.0)
+    grads = {}
+    for name, fn in [("J", lambda a: hard_kmeans_loss(a, centers, reduction="sum")),
+                     ("F", lambda a: kmeans_loss(a, centers, sigma, reduction="sum")),
+                     ("F15", lambda a: entmax_kmeans_loss(a, centers, sigma, reduction="sum"))]:
+        x = h.clone().requires_grad_(True)
+        fn(x).backward()
+        grads[name] = x.grad
+    assert (grads["J"].norm(dim=1) > 0).all()
+    np.testing.assert_allclose(grads["F"], grads["J"], rtol=4e-16, atol=0)
+    np.testing.assert_array_equal(grads["F15"], grads["J"])
+
+
+@pytest.mark.parametrize("beta", [8.0, 64.0])
+def test_expected_distortion_gradient_through_the_saturated_softmax(beta):
+    """dD_i/dd_ij = r_ij + sum_l d_il dr_il/dd_ij = r_ij - (1/tau) sum_l r_ij r_il (d_ij - d_il):
+    the second term is the softmax Jacobian applied to the distances, of order beta e^-beta
+    at the second-nearest centroid; checked against this pairwise form, free of cancellation."""
+    h, centers, sigma = margin_problem(beta)
+    tau = 2 * sigma**2
+    d = ((h[:, None] - centers[None]) ** 2).sum(-1)
+    r = responsibilities(h, centers, sigma)
+    pairwise = (r[:, :, None] * r[:, None, :] * (d[:, :, None] - d[:, None, :])).sum(2)
+    coef = r - pairwise / tau
+    from softkmeans.torch._functional import _expected_distortion_rows
+
+    _, _, ours, _ = _expected_distortion_rows(d, torch.tensor(tau, dtype=torch.float64))
+    np.testing.assert_allclose(ours, coef, rtol=1e-10, atol=0)
+    second = d.argsort(1)[:, 1:2]
+    extra = (coef - r).gather(1, second).abs().max()  # the Jacobian term's largest entry
+    assert beta * np.exp(-beta) * 1e-2 < extra < beta * np.exp(-beta) * 1e2
+    x = h.clone().requires_grad_(True)
+    expected_distortion(x, centers, sigma, reduction="sum").backward()
+    formula = 2 * (coef.sum(1, keepdim=True) * h - coef @ centers)
+    np.testing.assert_allclose(x.grad, formula, rtol=1e-13, atol=1e-14)
+    # plain autograd through torch.softmax agrees where the term is above rounding
+    if beta < 10:
+        y = h.clone().requires_grad_(True)
+        dy = ((y[:, None] - centers[None]) ** 2).sum(-1)
+        (torch.softmax(-dy / tau, 1) * dy).sum().backward()
+        np.testing.assert_allclose(x.grad, y.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_expected_distortion_gradients_match_finite_differences():
+    h, centers = problem(n=6, k=3)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    sigma = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda a, b, s: expected_distortion(a, b, s, reduction="none"), (h, centers, sigma))
+    assert torch.autograd.gradgradcheck(
+        lambda a, b: expected_distortion(a, b, 0.7, reduction="sum"), (h, centers))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sigma", [1e-30, 1e-200, 1e30])
+def test_extreme_temperatures_stay_finite_and_tend_to_the_limits(dtype, sigma):
+    h, centers = problem(n=10, k=3, dtype=dtype)
+    h.requires_grad_(True)
+    for loss in (kmeans_loss, entmax_kmeans_loss):
+        value = loss(h, centers, sigma, reduction="none")
+        if sigma < 1:
+            np.testing.assert_allclose(value.detach(), hard_kmeans_loss(
+                h, centers, reduction="none").detach(), rtol=1e-6)
+            value.sum().backward()
+            assert torch.isfinite(h.grad).all()
+            h.grad = None
+        else:
+            assert not torch.isnan(value).any()
+    r = responsibilities(h, centers, sigma)
+    assert torch.isfinite(r).all()
+    np.testing.assert_allclose(r.sum(1).detach(), 1.0, rtol=1e-6)
+
+
+def test_reductions_weights_and_batch_shapes():
+    h, centers = problem(n=12, k=3)
+    rows = kmeans_loss(h, centers, 0.5, reduction="none")
+    assert torch.allclose(kmeans_loss(h, centers, 0.5), rows.mean())
+    assert torch.allclose(kmeans_loss(h, centers, 0.5, reduction="sum"), rows.sum())
+    w = torch.rand(12, dtype=torch.float64)
+    assert torch.allclose(kmeans_loss(h, centers, 0.5, weight=w), (w * rows).sum() / w.sum())
+    batched = kmeans_loss(h.reshape(3, 4, 2), centers, 0.5, reduction="none")
+    assert batched.shape == (3, 4) and torch.equal(batched.reshape(-1), rows)
+    assert responsibilities(h.reshape(3, 4, 2), centers, 0.5).shape == (3, 4, 3)
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda h, c: kmeans_loss(h, c, 0.0), "sigma must be a positive"),
+    (lambda h, c: kmeans_loss(h, c, float("nan")), "sigma must be a positive"),
+    (lambda h, c: kmeans_loss(h, c, 1.0, reduction="avg"), "reduction must be one of"),
+    (lambda h, c: kmeans_loss(h[:, :1], c, 1.0), r"h must have shape \(\.\.\., 2\)"),
+    (lambda h, c: kmeans_loss(h, c[0], 1.0), "centers must have shape"),
+    (lambda h, c: entmax_kmeans_loss(h, c, 1.0, alpha=1.0), "alpha must be"),
+    (lambda h, c: kmeans_loss(h.numpy(), c, 1.0), "must be torch tensors"),
+    (lambda h, c: kmeans_loss(h, c, torch.ones(2)), "sigma must be a scalar"),
+    (lambda h, c: tied_sigma(h, c, relative_sigma=-1), "relative_sigma must be"),
+])
+def test_bad_arguments_are_named(call, match):
+    h, centers = problem()
+    with pytest.raises((ValueError, TypeError), match=match):
+        call(h, centers)
+
+
+def test_autocast_computes_distances_in_float32():
+    h, centers = problem(n=64, k=5, d=8, dtype=torch.float32)
+    h = h * 100 + 1000  # far from the origin: bfloat16 distances would be off by ~1e4
+    centers = centers * 100 + 1000
+    ref = kmeans_loss(h, centers, 5.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        value = kmeans_loss(h, centers, 5.0)
+        half = kmeans_loss(h.bfloat16(), centers.bfloat16(), 5.0)
+    assert value.dtype == half.dtype == torch.float32
+    assert torch.allclose(value, ref, rtol=1e-6)
+
+
+def test_torch_func_transforms():
+    h, centers = problem(n=8, k=3)
+    for alpha in (None, 1.5):
+        def loss(c, x, alpha=alpha):
+            if alpha is None:
+                return kmeans_loss(x, c, 0.5, reduction="sum")
+            return entmax_kmeans_loss(x, c, 0.5, alpha=alpha, reduction="sum")
+
+        grad = torch.func.grad(loss)(centers, h)
+        c = centers.clone().requires_grad_(True)
+        loss(c, h).backward()
+        np.testing.assert_allclose(grad, c.grad, rtol=1e-12)
+        per_row = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0))(centers, h[:, None])
+        np.testing.assert_allclose(per_row.sum(0), grad, rtol=1e-10, atol=1e-12)
+        jac = torch.func.jacrev(lambda c, x: loss(c, x[None]).reshape(1), argnums=1)
+        rows = torch.func.vmap(jac, in_dims=(None, 0))(centers, h)
+        x = h.clone().requires_grad_(True)
+        loss(centers, x).backward()
+        np.testing.assert_allclose(rows.reshape(8, 2), x.grad, rtol=1e-12)
+
+
+def test_critical_ratio_and_tied_sigma():
+    h, centers = problem(n=50, k=3)
+    lam = float(torch.linalg.eigvalsh(torch.cov(h.T, correction=0))[-1])
+    assert critical_ratio(h, 0.5) == pytest.approx(lam / 0.25, rel=1e-12)
+    d = ((h[:, None] - centers[None]) ** 2).sum(-1).min(1).values
+    assert float(tied_sigma(h, centers, 0.1)) == pytest.approx(float((0.1 * d.mean()).sqrt()))
+
+
+# ----------------------------------------------------------------------------- modules
+
+from softkmeans.torch import KMeansTerm, SoftVectorQuantizer, code_usage  # noqa: E402
+
+
+def test_kmeans_term_state_lives_in_buffers():
+    term = KMeansTerm(3, 2, sigma=0.5)
+    assert set(term.state_dict()) == {"centers", "sigma"}
+    assert not list(term.parameters())
+    half = KMeansTerm(3, 2).half()
+    assert half.centers.dtype == half.sigma.dtype == torch.float16
+    h = torch.randn(20, 2, dtype=torch.float16)
+    assert half(h).dtype == torch.float32  # distances in float32
+    moved = KMeansTerm(3, 2).to(torch.float64)
+    assert moved.centers.dtype == torch.float64
+    learned = KMeansTerm(3, 2, learn_centers=True)
+    assert [name for name, _ in learned.named_parameters()] == ["centers"]
+    copy = KMeansTerm(3, 2, sigma=0.5)
+    copy.load_state_dict(term.state_dict())
+    assert torch.equal(copy.centers, term.centers)
+
+
+def test_update_centers_is_the_alternating_step_and_decreases_the_objective():
+    h, _, _ = margin_problem(1.0, n=120)
+    h = h.float()
+    for alpha in (None, 1.5):
+        term = KMeansTerm(4, 2, sigma=1.0, alpha=alpha)
+        with torch.no_grad():
+            term.centers.copy_(h[:4] + 0.5)
+        old = term.centers.clone()
+        before = term(h)
+        r = responsibilities(h, old, 1.0, alpha=alpha)
+        expected = r.T @ h / r.sum(0)[:, None]
+        term.update_centers(h)
+        np.testing.assert_allclose(term.centers, expected, rtol=1e-5, atol=1e-6)
+        mass = r.sum(0)
+        drop = (mass * ((term.centers - old) ** 2).sum(1)).sum() / len(h)
+        assert before - term(h) >= drop * (1 - 1e-4)  # sufficient decrease, per row
+
+
+def test_update_centers_keeps_a_centroid_without_mass():
+    h = torch.tensor([[0.0], [0.1], [5.0], [5.1]])
+    term = KMeansTerm(3, 1, sigma=0.1, alpha=1.5)
+    with torch.no_grad():
+        term.centers.copy_(torch.tensor([[0.0], [5.0], [100.0]]))
+    term.update_centers(h, n_iter=3)
+    np.testing.assert_allclose(term.centers.squeeze(), [0.05, 5.05, 100.0], rtol=1e-6)
+
+
+def test_tied_temperature_follows_the_batch():
+    torch.manual_seed(0)
+    h = torch.randn(200, 3)
+    term = KMeansTerm(5, 3).init_centers(h, n_init=2, random_state=0)
+    assert torch.isclose(term.sigma, tied_sigma(h, term.centers))
+    term(h * 3)  # training mode: the batch sets the temperature
+    assert torch.isclose(term.sigma, tied_sigma(h * 3, term.centers))
+    term.eval()
+    before = term.sigma.clone()
+    term(h)
+    assert torch.equal(term.sigma, before)
+    ratio = term.critical_ratio(h)
+    assert ratio == pytest.approx(critical_ratio(h, before), rel=1e-6)
+    assert term.predict(h).shape == (200,)
+    assert term.responsibilities(h.reshape(20, 10, 3)).shape == (20, 10, 5)
+
+
+def test_kmeans_term_compiles_without_graph_breaks():
+    try:
+        torch._dynamo.reset()
+        term = KMeansTerm(4, 3)
+        compiled = torch.compile(term, fullgraph=True, backend="aot_eager")
+        h = torch.randn(16, 3, requires_grad=True)
+        value = compiled(h)
+    except Exception as exc:  # noqa: BLE001 - no compiler on this platform
+        if "fullgraph" in str(exc).lower() or "graph break" in str(exc).lower():
+            raise
+        pytest.skip(f"torch.compile does not work here: {type(exc).__name__}: {exc}")
+    value.backward()
+    x = h.detach().clone().requires_grad_(True)
+    eager = term(x)
+    eager.backward()
+    assert torch.allclose(value, eager) and torch.allclose(h.grad, x.grad)
+    vq = SoftVectorQuantizer(8, 3, update="gradient")
+    vq(h)  # initializes the codebook
+    vq.eval()
+    out = torch.compile(vq, fullgraph=True, backend="aot_eager")(h)
+    assert torch.allclose(out.loss, vq(h).loss)
+
+
+def _digits_autoencoder():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = torch.tensor(X / 16.0, dtype=torch.float32)
+    torch.manual_seed(0)
+    encoder = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                  torch.nn.Linear(128, 10))
+    decoder = torch.nn.Sequential(torch.nn.Linear(10, 128), torch.nn.ReLU(),
+                                  torch.nn.Linear(128, 64))
+    params = [*encoder.parameters(), *decoder.parameters()]
+    optimizer = torch.optim.Adam(params, 1e-3)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(15):
+        for idx in torch.randperm(len(X), generator=gen).split(128):
+            loss = ((decoder(encoder(X[idx])) - X[idx]) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return X, y, encoder, decoder, params
+
+
+def _fine_tune(X, y, encoder, decoder, params, term, epochs=20, gamma=0.1):
+    """Fine-tune with reconstruction + gamma x term; (min ratio, last ratio, NMI)."""
+    from sklearn.metrics import normalized_mutual_info_score
+
+    optimizer = torch.optim.Adam(params, 1e-3)
+    gen = torch.Generator().manual_seed(1)
+    ratios = []
+    for _ in range(epochs):
+        for idx in torch.randperm(len(X), generator=gen).split(128):
+            h = encoder(X[idx])
+            loss = ((decoder(h) - X[idx]) ** 2).mean() + gamma * term(h)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            H = encoder(X)
+        term.update_centers(H)
+        ratios.append(term.critical_ratio(H))
+    return min(ratios), ratios[-1], normalized_mutual_info_score(y, term.predict(H).numpy())
+
+
+def test_deep_clustering_on_digits_collapses_only_with_a_fixed_temperature():
+    """Reconstruction + 0.1 x F_sigma, closed-form centroids once per epoch: tied to the
+    scale, lambda_max / sigma^2 stays above 1 and the clusters stay; fixed at its initial
+    value, the term contracts the representation below the critical temperature and the
+    clustering collapses (Prop. 9)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny layers: threads only add overhead
+    try:
+        X, y, encoder, decoder, params = _digits_autoencoder()
+        with torch.no_grad():
+            H = encoder(X)
+        term = KMeansTerm(10, 10).init_centers(H, n_init=3, random_state=0)
+        start = {"params": [p.detach().clone() for p in params],
+                 "centers": term.centers.clone(), "sigma": float(term.sigma)}
+        results = {"tied": _fine_tune(X, y, encoder, decoder, params, term)}
+        with torch.no_grad():
+            for p, s in zip(params, start["params"], strict=True):
+                p.copy_(s)
+        term = KMeansTerm(10, 10, sigma=start["sigma"])
+        term.centers.copy_(start["centers"])
+        results["fixed"] = _fine_tune(X, y, encoder, decoder, params, term)
+    finally:
+        torch.set_num_threads(threads)
+    tied_min, _, tied_nmi = results["tied"]
+    _, fixed_last, fixed_nmi = results["fixed"]
+    assert tied_min > 2 and tied_nmi > 0.6
+    assert fixed_last < 1 and fixed_nmi < 0.1
+
+
+def test_vector_quantizer_forward_straight_through_and_commitment():
+    torch.manual_seed(0)
+    vq = SoftVectorQuantizer(6, 3, assignment="hard", update="gradient", commitment=0.5)
+    z = torch.randn(4, 5, 3, requires_grad=True)
+    out = vq(z)
+    codebook = vq.codebook.detach()
+    d = ((z.detach()[..., None, :] - codebook) ** 2).sum(-1)
+    assert torch.equal(out.codes, d.argmin(-1))
+    assert torch.allclose(out.quantized, codebook[out.codes], atol=1e-6)
+    (out.quantized * torch.arange(3.0)).sum().backward(retain_graph=True)
+    assert torch.equal(z.grad, torch.arange(3.0).expand(4, 5, 3))  # straight through
+    gap = ((z.detach() - codebook[out.codes]) ** 2).mean()
+    assert torch.isclose(out.loss, 1.5 * gap)  # commitment 0.5 + codebook loss 1
+    vq.codebook.grad = None
+    out.loss.backward()
+    assert vq.codebook.grad is not None
+
+
+def test_vector_quantizer_state_and_usage():
+    vq = SoftVectorQuantizer(8, 2).half()
+    assert {"codebook", "ema_counts", "ema_sums", "usage", "steps", "initialized"} <= set(
+        vq.state_dict())
+    assert vq.codebook.dtype == torch.float16
+    out = vq(torch.randn(50, 2, dtype=torch.float16))
+    assert out.quantized.dtype == torch.float16 and bool(vq.initialized)
+    assert code_usage(torch.tensor([1, 1, 1, 1]), 8) == (1.0, 1)
+
+
+def test_hard_ema_with_no_decay_is_a_lloyd_step_on_the_batch():
+    torch.manual_seed(0)
+    z = torch.randn(200, 2, dtype=torch.float64)
+    vq = SoftVectorQuantizer(4, 2, assignment="hard", update="ema", decay=0.0,
+                             dtype=torch.float64)
+    vq(z)  # initializes at random inputs, then one step
+    codebook = vq.codebook.clone()
+    codes = ((z[:, None] - codebook) ** 2).sum(-1).argmin(1)
+    vq(z)
+    for j in range(4):
+        if (codes == j).any():
+            np.testing.assert_allclose(vq.codebook[j], z[codes == j].mean(0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("update", ["ema", "gradient"])
+def test_a_code_that_is_never_nearest_moves_only_under_soft_assignments(update):
+    """Every code receives a force in proportion to its responsibility: with softmax the
+    code far from the data moves toward it, with hard assignments it stays in place."""
+    gen = torch.Generator().manual_seed(0)
+    data = 0.3 * torch.randn(400, 4, generator=gen, dtype=torch.float64)
+    far = torch.full((4,), 1.5, dtype=torch.float64)
+    moved = {}
+    for assignment in ("hard", "softmax", "entmax"):
+        vq = SoftVectorQuantizer(2, 4, assignment=assignment, update=update, decay=0.5,
+                                 relative_sigma=1.0, dtype=torch.float64)
+        vq.initialized.fill_(True)
+        with torch.no_grad():
+            vq.codebook.copy_(torch.stack([data.mean(0), far]))
+        optimizer = torch.optim.Adam(vq.parameters(), lr=0.3) if update == "gradient" else None
+        for step in range(3):
+            out = vq(data)
+            assert step > 0 or (out.codes == 0).all()  # the far code is not the nearest
+            if optimizer is not None:
+                optimizer.zero_grad()
+                out.loss.backward()
+                optimizer.step()
+        moved[assignment] = float((vq.codebook[1].detach() - far).norm())
+    assert moved["hard"] == 0.0
+    assert moved["softmax"] > 0.5  # most of the way to the data (distance 3)
+    assert moved["entmax"] == 0.0  # beyond the support width 4 sigma^2: no force
+
+
+def test_dead_codes_are_reset_to_inputs():
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randn(100, 2, generator=gen)
+    vq = SoftVectorQuantizer(4, 2, assignment="hard", update="ema", reset_every=2)
+    vq.initialized.fill_(True)
+    with torch.no_grad():
+        vq.codebook.copy_(torch.tensor([[0.0, 0.0], [50.0, 50.0], [60.0, 60.0], [70.0, 70.0]]))
+    for _ in range(3):
+        vq(data)
+    assert code_usage(vq(data).codes, 4)[1] > 1
+    assert (vq.codebook.norm(dim=1) < 10).all()
+
+
+_DISTRIBUTED = r"""
+import sys
+import torch
+import torch.distributed as dist
+from softkmeans.torch import SoftVectorQuantizer
+
+rank, init_file, out_file = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+batches = torch.randn(2, 100, 3, generator=torch.Generator().manual_seed(0),
+                      dtype=torch.float64)
+torch.manual_seed(rank)  # different draws on each process: resets must still agree
+vq = SoftVectorQuantizer(5, 3, assignment="softmax", update="ema", sync=True, decay=0.0,
+                         reset_every=2, dtype=torch.float64)
+vq(batches[rank])  # codes at random inputs of rank 0's batch
+first = vq.codebook.clone()
+vq(batches[rank])  # one synced step from the same codes (decay 0: the batch means)
+second = vq.codebook.clone()
+vq(batches[rank])  # a reset of the codes without mass, drawn on rank 0
+torch.save({"first": first, "second": second, "last": vq.codebook.clone()},
+           f"{out_file}.{rank}")
+dist.destroy_process_group()
+"""
+
+
+def test_synced_codebook_statistics_agree_across_two_gloo_processes(tmp_path):
+    """Two CPU processes on the gloo backend keep one codebook: that of one process seeing
+    both batches."""
+    import os
+    from pathlib import Path
+
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    script = tmp_path / "run.py"
+    script.write_text(_DISTRIBUTED)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    out = tmp_path / "codebook"
+    procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(tmp_path / "init"),
+                               str(out)], env=env, stderr=subprocess.PIPE, text=True)
+             for rank in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+    ranks = [torch.load(f"{out}.{rank}") for rank in range(2)]
+    for key in ("first", "second", "last"):
+        assert torch.equal(ranks[0][key], ranks[1][key])
+    both = torch.randn(2, 100, 3, generator=torch.Generator().manual_seed(0),
+                       dtype=torch.float64).reshape(200, 3)
+    single = SoftVectorQuantizer(5, 3, assignment="softmax", update="ema", decay=0.0,
+                                 dtype=torch.float64)
+    single.initialized.fill_(True)
+    single.codebook.copy_(ranks[0]["first"])
+    single(both)
+    np.testing.assert_allclose(ranks[0]["second"], single.codebook, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- documentation
+
+
+@pytest.mark.parametrize("module_name", ["softkmeans.torch._functional",
+                                         "softkmeans.torch._modules"])
+def test_examples_in_docstrings_run(module_name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module_name),
+                             optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_public_names_have_an_examples_section():
+    import softkmeans.torch as skt
+
+    for name in skt.__all__:
+        doc = getattr(skt, name).__doc__
+        assert doc and "Examples\n    --------" in doc, name
+
+
+def test_the_code_of_the_user_guide_runs(capsys):
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[1] / "doc" / "torch.rst"
+    blocks = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", page.read_text())
+    assert len(blocks) == 2
+    namespace = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for block in blocks:
+            exec(compile("\n".join(line[3:] for line in block.splitlines()), str(page), "exec"),
+                 namespace)
+    finally:
+        torch.set_num_threads(threads)
+    assert namespace["labels"].shape == (512,)
+    assert namespace["quantized"].shape == (32, 8, 8, 64)
+    printed = capsys.readouterr().out.split()
+    assert len(printed) == 6 and all(float(r) > 1 for r in printed[1::2])
+
+
+# ----------------------------------------------------------------------------- reproduction
+
+
+def test_jacobian_norm_without_cancellation():
+    from softkmeans.experiments.gradients import jacobian_norms
+
+    r = torch.tensor([[1 - 2e-30, 1e-30, 1e-30], [0.2, 0.3, 0.5]], dtype=torch.float64)
+    labels = torch.tensor([0, 2])
+    direct = torch.stack([(torch.diag(row) - torch.outer(row, row)).norm() for row in r])
+    ours = jacobian_norms(r, labels)
+    np.testing.assert_allclose(ours[1], direct[1], rtol=1e-14)
+    # diagonal 2e-30, 1e-30, 1e-30 and four off-diagonal 1e-30 to first order: 10e-60,
+    # where the direct formula (1 - 2e-30 rounds to 1) gives 0
+    np.testing.assert_allclose(ours[0], np.sqrt(10e-60), rtol=1e-12)
+
+
+def test_section_8_2_claims_on_small_data(tmp_path):
+    from softkmeans.experiments import Config, run
+
+    config = Config.quick(n_init=2, datasets=("separation_8", "iris"))
+    text = run(out=tmp_path, config=config, families=("gradients",), progress=False).read_text()
+    assert "## 8.2 Gradients at low temperature" in text
+    lines = [line for line in text.splitlines() if line.startswith("| 8.2 |")]
+    assert len(lines) == 6
+    # the median norm ratio (line 5) depends on the datasets; the others on the theory
+    assert all("| yes" in line for i, line in enumerate(lines) if i != 4), lines
+    assert (tmp_path / "records" / "gradients.csv").exists()
+    assert (tmp_path / "gradients.png").stat().st_size > 0
+
+
+def test_section_8_2_says_why_it_is_skipped_without_torch(tmp_path, monkeypatch):
+    import importlib.util
+
+    from softkmeans.experiments import Config, run
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    config = Config.quick(n_init=1, datasets=("separation_8",))
+    text = run(out=tmp_path, config=config, families=("gradients",), progress=False).read_text()
+    assert "skipped: PyTorch is not installed" in text
+
+
+def test_section_8_3_helpers_and_skip_line(tmp_path):
+    from softkmeans.experiments import Config, run
+    from softkmeans.experiments.deep import clustering_accuracy, distinct_centroids
+
+    assert clustering_accuracy([0, 0, 1, 1, 2], [2, 2, 0, 0, 0]) == pytest.approx(0.8)
+    centers = np.array([[0.0, 0.0], [0.001, 0.0], [5.0, 5.0], [5.0, 5.004], [9.0, 0.0]])
+    assert distinct_centroids(centers, scale=1.0) == 3
+    config = Config.quick(n_init=1, datasets=("separation_8",))
+    text = run(out=tmp_path, config=config, families=("deep",), progress=False).read_text()
+    assert "skipped: it runs on the digits dataset" in text
+
+
+def test_section_8_4_skip_line(tmp_path):
+    from softkmeans.experiments import Config, run
+
+    config = Config.quick(n_init=1, datasets=("separation_8",))
+    text = run(out=tmp_path, config=config, families=("codebook",), progress=False).read_text()
+    assert "| 8.4 | Sec. 8.4 codebook claims | - | skipped: it runs on the digits" in text
