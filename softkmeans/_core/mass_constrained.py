@@ -262,7 +262,8 @@ def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
     return result
 
 
-STAGE_ITER = 10
+#: Cap on the updates at each temperature of the growth and of the tail.
+_STAGE_MAX_ITER = 30
 #: Temperatures of the cooling tail after the growth, each half the one before.
 _TAIL_STEPS = 3
 
@@ -294,20 +295,22 @@ def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_p
         the growth followed by the tail's (only the tail's have trajectories).
     """
     growth = grow_codebook(engine.X, engine.sample_weight, n_clusters,
-                           max_iter=min(max_iter, STAGE_ITER), verbose=verbose)
+                           max_iter=min(max_iter, _STAGE_MAX_ITER), verbose=verbose)
     centers = growth.centers
     if len(centers) < n_clusters:  # fewer clusters than asked: the polish reseeds the copies
         centers = np.vstack([centers, np.repeat(centers[:1], n_clusters - len(centers), 0)])
     tail = growth.sigma * 0.5 ** np.arange(1, _TAIL_STEPS + 1)
     run = anneal(engine, centers, spec, tail, None, perturbation=0.0,
-                 max_iter=min(max_iter, STAGE_ITER), tol=tol, record_path=record_path,
+                 max_iter=min(max_iter, _STAGE_MAX_ITER), tol=tol, record_path=record_path,
                  verbose=verbose)
 
     def lloyd(start):
         return alternating(engine, start, HARD, max_iter=max_iter, tol=tol, empty="reseed")
 
-    repaired = split_merge(engine, run, lloyd, max_rounds=n_clusters)
-    run.centers, run.stats, run.n_iter = repaired.centers, repaired.stats, repaired.n_iter
+    polished = lloyd(run.centers)  # the tail's polish had the stages' cap on its updates
+    repaired = split_merge(engine, polished, lloyd, max_rounds=n_clusters)
+    run.centers, run.stats, run.converged = repaired.centers, repaired.stats, repaired.converged
+    run.n_iter += repaired.n_iter
     run.n_iter += int(np.sum(growth.n_iter))
     run.sigmas = np.concatenate([growth.sigmas, run.sigmas])
     run.stage_objectives = np.concatenate([growth.objectives, run.stage_objectives])
