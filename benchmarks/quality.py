@@ -353,6 +353,7 @@ def to_rst(text, level="~"):
         if line.startswith("|"):
             cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
             if not all(set(cell) <= {"-"} for cell in cells):
+                cells = [re.sub(r"(\w)_(?!\w)", r"\1\\_", cell) for cell in cells]  # sigma_
                 table.append([cell.replace("*", "\\*") if "**" not in cell else cell
                               for cell in cells])
             continue

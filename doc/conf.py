@@ -30,8 +30,9 @@ if os.environ.get("SOFTKMEANS_DOCS_INTERSPHINX") == "1":
 autosummary_generate = True
 autodoc_default_options = {
     "members": True,
-    # the estimators' methods (fit, predict, ...) are those of their base class
-    "inherited-members": "BaseEstimator,BaseException",
+    # the estimators' methods (fit, predict, ...) are those of their base class; torch's
+    # modules keep nn.Module's methods on torch's pages
+    "inherited-members": "BaseEstimator,BaseException,Module",
     # scikit-learn's generated metadata-routing methods and its set_output cite labels of its
     # own docs (set_output is described on the estimators page)
     "exclude-members": "set_fit_request,set_score_request,set_predict_request,"

@@ -30,7 +30,7 @@ def run_demo(random_state=0, file=None):
     Parameters
     ----------
     random_state : int, default=0
-        Seed shared by all estimators (the same k-means++ start).
+        Seed shared by all estimators (the same k-means++ start; AnnealedKMeans uses none).
     file : file-like, default=None
         Where to print; standard output when None.
 
@@ -59,7 +59,8 @@ def run_demo(random_state=0, file=None):
             "ARI": adjusted_rand_score(data.target, model.labels_),
             "seconds": elapsed,
         })
-    print("iris (150 x 4, standardized), 3 clusters, same k-means++ start", file=file)
+    print("iris (150 x 4, standardized), 3 clusters, same k-means++ start\n"
+          "(AnnealedKMeans grows its centroids from the data mean)", file=file)
     print(f"{'estimator':<24}{'inertia J':>12}{'sigma':>9}{'iter':>7}{'ARI':>7}{'time s':>9}",
           file=file)
     for r in rows:
