@@ -36,8 +36,8 @@ __all__ = ["GrowthResult", "anneal_mass_constrained", "grow_codebook"]
 #: Rows of one block of a pass.
 _BLOCK_ROWS = 4096
 #: The growth runs on at most ``max(_MIN_SAMPLE, _ROWS_PER_CLUSTER * n_clusters)`` rows.
-_MIN_SAMPLE = 5000
-_ROWS_PER_CLUSTER = 100
+_MIN_SAMPLE = 2000
+_ROWS_PER_CLUSTER = 30
 #: The temperature ``sigma^2`` steps to this fraction of the next critical one (or less).
 _PAST_CRITICAL = 0.8
 #: Half the distance between the two copies of a split codevector, in units of
