@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseSoftKMeans
+from ._base import BaseSoftKMeans, _warn
 from ._core.mass_constrained import anneal_mass_constrained
 from ._core.optimize import HARD, anneal
 from ._core.responsibilities import RelaxationSpec, check_sigma
@@ -41,7 +41,8 @@ class AnnealedKMeans(BaseSoftKMeans):
     cluster across its principal axis lowers ``J`` more than merging the two
     closest clusters raises it, both are done and Lloyd's algorithm runs
     again. Nothing in it is random: ``init``, ``n_init``, ``perturbation``,
-    ``schedule``, ``n_temperatures`` and ``random_state`` do not apply.
+    ``schedule``, ``n_temperatures`` and ``random_state`` do not apply (a
+    ``UserWarning`` names those set away from their defaults).
 
     ``strategy="paper"`` is the fixed-k annealing of Sec. 7.8 of the paper:
     ``n_clusters`` centroids from ``init`` go down ``schedule``; at each
@@ -160,6 +161,7 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         super()._check_params_vs_input(X, sample_weight)
         if self.strategy == "mass-constrained":
             self._n_init = 1  # deterministic: every start would give the same fit
+            self._warn_unused_paper_params()
         if isinstance(self.schedule, str):
             return
         if np.ndim(self.schedule) != 1 or len(self.schedule) == 0:
@@ -195,6 +197,18 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
                 f"distances overflow {np.dtype(engine.X.dtype).name}; it is a fraction of the "
                 "data's spread, 1e-3 by default."
             )
+
+    def _warn_unused_paper_params(self):
+        """``UserWarning`` naming the parameters set away from their defaults that only
+        ``strategy="paper"`` reads."""
+        defaults = {"schedule": "paper", "n_temperatures": 40, "perturbation": 1e-3,
+                    "init": "k-means++"}
+        changed = [name for name, default in defaults.items()
+                   if not (isinstance(getattr(self, name), type(default))
+                           and getattr(self, name) == default)]
+        if changed:
+            _warn(f"{', '.join(changed)} only apply to strategy='paper'; the mass-constrained "
+                  "annealing grows its centroids from the data mean.", UserWarning)
 
     def _init_centers(self, X, engine, rng):
         if self.strategy == "mass-constrained":

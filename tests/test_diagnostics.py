@@ -321,8 +321,8 @@ def _fit(cls, X, n_clusters=3, **kwargs):
 
 @pytest.mark.parametrize(("cls", "kwargs"), [
     (SoftKMeans, {"sigma": 0.5}), (EntmaxKMeans, {"sigma": 0.5, "alpha": 2.0}),
-    (AnnealedKMeans, {"n_temperatures": 5}), (AnnealedKMeans, {"method": "entmax",
-                                                               "n_temperatures": 5}),
+    (AnnealedKMeans, {}), (AnnealedKMeans, {"strategy": "paper", "n_temperatures": 5}),
+    (AnnealedKMeans, {"strategy": "paper", "method": "entmax", "n_temperatures": 5}),
 ])
 def test_fitted_diagnostics(data, cls, kwargs):
     X = data[0]

@@ -87,3 +87,13 @@ def test_entmax_relocates_an_empty_cluster_by_default():
     model = EntmaxKMeans(2, sigma=0.1, init=init).fit(X)
     assert len(set(model.labels_)) == 2
     np.testing.assert_allclose(np.sort(model.cluster_centers_.ravel()), [-1.0, 1.0])
+
+
+def test_paper_only_parameters_warn_under_the_default_strategy():
+    X, _ = _grid_of_tight_clusters(per_cluster=3)
+    with pytest.warns(UserWarning, match="n_temperatures, init only apply to strategy='paper'"):
+        AnnealedKMeans(4, n_temperatures=5, init="random").fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        AnnealedKMeans(4).fit(X)
+        AnnealedKMeans(4, strategy="paper", n_temperatures=5).fit(X)

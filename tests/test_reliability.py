@@ -141,7 +141,7 @@ def test_inference_reads_only_fitted_state(Estimator):
     """After ``set_params`` of every model parameter, every inference method gives the same
     bits: ``score`` and ``score_samples`` used to read the constructor's ``n_clusters``."""
     X = make_mixture(n_per=30)[0]
-    params = {"sigma": 0.5} if Estimator is not AnnealedKMeans else {"n_temperatures": 5}
+    params = {"sigma": 0.5} if Estimator is not AnnealedKMeans else {}
     model = Estimator(3, random_state=0, **params).fit(X)
     before = _inference(model, X)
     model.set_params(n_clusters=5, init="random", n_init=2, max_iter=3, tol=0.5,
@@ -218,7 +218,7 @@ def _three_blobs():
     (SoftKMeans, {}), (SoftKMeans, {"sigma": 0.05}), (SoftKMeans, {"sigma": 1.0}),
     (SoftKMeans, {"algorithm": "gradient", "sigma": 0.3}), (EntmaxKMeans, {}),
     (EntmaxKMeans, {"sigma": 1.0}), (EntmaxKMeans, {"empty_cluster": "reseed"}),
-    (AnnealedKMeans, {"n_temperatures": 8}),
+    (AnnealedKMeans, {"strategy": "paper", "n_temperatures": 8}),
 ])
 def test_coinciding_starting_centroids_are_separated(Estimator, params, sparse):
     """``init=np.repeat(X[:1], 3, 0)`` on three blobs ended at inertia 654 (KMeans: 195) with

@@ -7,8 +7,10 @@ import scipy.sparse as sp
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 
 ESTIMATORS = {
-    "annealed": lambda n_threads: AnnealedKMeans(8, n_temperatures=5, max_iter=30,
-                                                 random_state=0, n_threads=n_threads),
+    "annealed": lambda n_threads: AnnealedKMeans(8, strategy="paper", n_temperatures=5,
+                                                 max_iter=30, random_state=0,
+                                                 n_threads=n_threads),
+    "mass-constrained": lambda n_threads: AnnealedKMeans(8, max_iter=30, n_threads=n_threads),
     "soft": lambda n_threads: SoftKMeans(8, sigma=0.05, n_init=2, max_iter=30, tol=0,
                                          random_state=0, n_threads=n_threads),
     "entmax": lambda n_threads: EntmaxKMeans(8, sigma=0.05, max_iter=30, tol=0, random_state=0,
