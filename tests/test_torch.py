@@ -380,46 +380,22 @@ def test_kmeans_term_compiles_without_graph_breaks():
 
 
 def _digits_autoencoder():
+    """Digits scaled to [0, 1] and an autoencoder pretrained on them (the reproduction's)."""
     from sklearn.datasets import load_digits
+
+    from softkmeans.experiments.deep import _autoencoder
 
     X, y = load_digits(return_X_y=True)
     X = torch.tensor(X / 16.0, dtype=torch.float32)
-    torch.manual_seed(0)
-    encoder = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
-                                  torch.nn.Linear(128, 10))
-    decoder = torch.nn.Sequential(torch.nn.Linear(10, 128), torch.nn.ReLU(),
-                                  torch.nn.Linear(128, 64))
-    params = [*encoder.parameters(), *decoder.parameters()]
-    optimizer = torch.optim.Adam(params, 1e-3)
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(15):
-        for idx in torch.randperm(len(X), generator=gen).split(128):
-            loss = ((decoder(encoder(X[idx])) - X[idx]) ** 2).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    return X, y, encoder, decoder, params
+    return X, y, *_autoencoder(torch, X, seed=0, epochs=15)
 
 
-def _fine_tune(X, y, encoder, decoder, params, term, epochs=20, gamma=0.1):
-    """Fine-tune with reconstruction + gamma x term; (min ratio, last ratio, NMI)."""
-    from sklearn.metrics import normalized_mutual_info_score
+def _fine_tune(X, y, encoder, decoder, params, term):
+    """Reconstruction + 0.1 x term for 20 epochs; (min ratio, last ratio, NMI)."""
+    from softkmeans.experiments.deep import _fine_tune as fine_tune
 
-    optimizer = torch.optim.Adam(params, 1e-3)
-    gen = torch.Generator().manual_seed(1)
-    ratios = []
-    for _ in range(epochs):
-        for idx in torch.randperm(len(X), generator=gen).split(128):
-            h = encoder(X[idx])
-            loss = ((decoder(h) - X[idx]) ** 2).mean() + gamma * term(h)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        with torch.no_grad():
-            H = encoder(X)
-        term.update_centers(H)
-        ratios.append(term.critical_ratio(H))
-    return min(ratios), ratios[-1], normalized_mutual_info_score(y, term.predict(H).numpy())
+    record = fine_tune(torch, X, y, (encoder, decoder, params), term, seed=0, epochs=20)
+    return record["ratio_min"], record["ratio_last"], record["nmi"]
 
 
 def test_deep_clustering_on_digits_collapses_only_with_a_fixed_temperature():
