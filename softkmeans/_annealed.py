@@ -37,10 +37,11 @@ class AnnealedKMeans(BaseSoftKMeans):
     (``lambda_max`` of the cluster's responsibility-weighted covariance),
     jumping the temperature from one transition to the next, until there are
     ``n_clusters``. A short cooling tail with ``method``'s responsibilities
-    and Lloyd's algorithm follow, then a split-merge repair: while cutting one
-    cluster across its principal axis lowers ``J`` more than merging the two
-    closest clusters raises it, both are done and Lloyd's algorithm runs
-    again. Nothing in it is random: ``init``, ``n_init``, ``perturbation``,
+    and Lloyd's algorithm follow, then two local searches: Hartigan's
+    single-observation moves (each an exact decrease of ``J``), and merges of
+    two clusters paired with cuts of a third across its principal axis,
+    kept where ``J`` goes down (the user guide's annealing page has the
+    details). Nothing in it is random: ``init``, ``n_init``, ``perturbation``,
     ``schedule``, ``n_temperatures`` and ``random_state`` do not apply (a
     ``UserWarning`` names those set away from their defaults).
 

@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._backends._numba_priors import add_prior_weighted
+from .hartigan import dense_rows, hartigan_moves
 from .optimize import HARD, alternating, anneal
-from .split_merge import split_merge
+from .split_merge import merge_split_search
 from .temperature import _float64_blocks, weighted_mean
 
 __all__ = ["GrowthResult", "anneal_mass_constrained", "grow_codebook"]
@@ -131,12 +133,11 @@ def _update(data, centers, log_prior, sigma_sq):
     """One pass: the weighted means, the new priors and the free energy at ``centers``."""
     k, d = centers.shape
     sums, masses, log_z = np.zeros((k, d)), np.zeros(k), 0.0
+    two_sigma_sq = 2.0 * sigma_sq
     for w, block, block_sq in data.blocks():
-        resp, row_log_z = _responsibilities(block, block_sq, centers, log_prior, 2.0 * sigma_sq)
-        resp *= w[:, None]
-        masses += resp.sum(axis=0)
-        sums += resp.T @ block
-        log_z += float(w @ row_log_z)
+        logits = block @ (centers.T * (2.0 / two_sigma_sq))
+        logits += log_prior - np.einsum("ij,ij->i", centers, centers) / two_sigma_sq
+        log_z += add_prior_weighted(block, w, logits, -block_sq / two_sigma_sq, sums, masses)
     full = masses > 0
     new = centers.copy()
     new[full] = sums[full] / masses[full, None]
@@ -175,16 +176,10 @@ def _principal_axes(data, centers, log_prior, sigma_sq):
     return np.maximum(values[:, -1], 0.0), vectors[:, :, -1]
 
 
-SEQ = False
-KEY = "pl"
-
-
 def _choose(critical, log_prior, lam, budget):
-    """The heaviest transitions first when fewer splits are left than critical clusters."""
-    key = {"pl": np.exp(log_prior) * lam, "l": lam, "p": np.exp(log_prior)}[KEY]
-    order = critical[np.argsort(-key[critical], kind="stable")]
-    if SEQ and len(critical) > budget:
-        return order[:1]
+    """The heaviest transitions first (prior times ``lambda_max``) when fewer splits are left
+    than critical clusters."""
+    order = critical[np.argsort(-(np.exp(log_prior) * lam)[critical], kind="stable")]
     return order[:budget]
 
 
@@ -254,30 +249,75 @@ def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
                   f"free energy {objective: .9e}")
         lam, axes = _principal_axes(data, centers, log_prior, sigma_sq)
         # Large steps down to the next transition; the copies just made wait for the next one.
-        if len(chosen) == 0 or len(critical) <= n_clusters - n_old or not SEQ:
-            sigma_sq = _PAST_CRITICAL * min(sigma_sq, float(lam.max()))
+        sigma_sq = _PAST_CRITICAL * min(sigma_sq, float(lam.max()))
     result.centers = centers + data.mean
     # all observations equal: any temperature describes them
     result.sigma = float(np.sqrt(sigma_sq)) if sigma_sq > 0 else 1.0
     return result
 
 
-#: Cap on the updates at each temperature of the growth and of the tail.
-_STAGE_MAX_ITER = 30
+#: Cap on the updates at each temperature of the growth and of the tail (the search after
+#: them mends what a stage left unsettled).
+_STAGE_MAX_ITER = 15
 #: Temperatures of the cooling tail after the growth, each half the one before.
 _TAIL_STEPS = 3
 
 
+#: The merge-and-split search runs on at most ``max(_SEARCH_MIN_ROWS, _SEARCH_ROWS_PER_CLUSTER
+#: * n_clusters)`` rows, and on none when fewer than ``_SEARCH_MIN_ROWS_PER_CLUSTER *
+#: n_clusters`` dense float64 rows fit in ``_SEARCH_ELEMENTS`` values.
+_SEARCH_MIN_ROWS = 5000
+_SEARCH_ROWS_PER_CLUSTER = 100
+_SEARCH_MIN_ROWS_PER_CLUSTER = 10
+_SEARCH_ELEMENTS = 1 << 24
+#: Screening sweeps of Hartigan's moves over the whole data.
+_HARTIGAN_SWEEPS = 10
+
+
+def _search_sample(engine, n_clusters):
+    """``(rows, weights)``: the dense float64 rows the search runs on, or None.
+
+    All rows with positive weight when there are few enough, otherwise a
+    draw without replacement by a fixed seed; weights relative to the largest.
+    """
+    rows = np.flatnonzero(engine.sample_weight > 0)
+    budget = _SEARCH_ELEMENTS // max(1, engine.X.shape[1])
+    size = min(max(_SEARCH_MIN_ROWS, _SEARCH_ROWS_PER_CLUSTER * n_clusters), budget)
+    if size < _SEARCH_MIN_ROWS_PER_CLUSTER * n_clusters:
+        return None
+    if rows.size > size:
+        rows = np.sort(np.random.RandomState(0).choice(rows, size, replace=False))
+    weights = engine.sample_weight[rows]
+    return dense_rows(engine.X, rows), weights / weights.max()
+
+
+def _refined(engine, run, lloyd):
+    """The Lloyd fixed point ``run`` improved by Hartigan's moves over the whole data, then
+    Lloyd's algorithm again (``run`` itself when no move pays)."""
+    k = len(run.centers)
+    moved, n_moves = hartigan_moves(engine.X, engine.sample_weight, run.stats.labels, k,
+                                    max_sweeps=_HARTIGAN_SWEEPS)
+    if n_moves == 0:
+        return run
+    empty = np.bincount(run.stats.labels, minlength=k) == 0
+    moved[empty] = run.centers[empty]
+    return lloyd(moved)
+
+
 def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_path=False,
                             verbose=0):
-    """Mass-constrained annealing, a short cooling tail, the Lloyd polish and a repair.
+    """Mass-constrained annealing, a short cooling tail, the Lloyd polish and a search.
 
     The codebook grows through its phase transitions (:func:`grow_codebook`);
     at ``n_clusters`` codevectors the priors are dropped and ``spec``'s
     relaxation cools over :data:`_TAIL_STEPS` halvings of the temperature
-    before Lloyd's algorithm (:func:`softkmeans._core.optimize.anneal`), and
-    :func:`softkmeans._core.split_merge.split_merge` mends what the Lloyd
-    fixed point left. No step is random.
+    before Lloyd's algorithm (:func:`softkmeans._core.optimize.anneal`). The
+    merge-and-split search of :mod:`softkmeans._core.split_merge`, on a
+    sample of the rows (:func:`_search_sample`), mends what the Lloyd fixed
+    point left; Lloyd's algorithm and Hartigan's moves
+    (:mod:`softkmeans._core.hartigan`) on the whole data finish it. The
+    search's result is kept only if its ``J`` on the whole data is below the
+    polished fixed point's. No step is random.
 
     Parameters
     ----------
@@ -292,7 +332,8 @@ def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_p
     -------
     RunResult
         As :func:`softkmeans._core.optimize.anneal`'s, its temperatures those of
-        the growth followed by the tail's (only the tail's have trajectories).
+        the growth followed by the tail's (only the tail's have trajectories);
+        ``n_iter`` counts the updates over the whole data.
     """
     growth = grow_codebook(engine.X, engine.sample_weight, n_clusters,
                            max_iter=min(max_iter, _STAGE_MAX_ITER), verbose=verbose)
@@ -308,10 +349,17 @@ def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_p
         return alternating(engine, start, HARD, max_iter=max_iter, tol=tol, empty="reseed")
 
     polished = lloyd(run.centers)  # the tail's polish had the stages' cap on its updates
-    repaired = split_merge(engine, polished, lloyd, max_rounds=n_clusters)
-    run.centers, run.stats, run.converged = repaired.centers, repaired.stats, repaired.converged
-    run.n_iter += repaired.n_iter
-    run.n_iter += int(np.sum(growth.n_iter))
+    finished = _refined(engine, polished, lloyd)
+    sample = _search_sample(engine, n_clusters)
+    if sample is not None:
+        found = merge_split_search(*sample, polished.centers, max_rounds=n_clusters)
+        searched = _refined(engine, lloyd(found.centers), lloyd)
+        if searched.stats.inertia < finished.stats.inertia:
+            finished = searched
+    run.centers, run.stats, run.converged = finished.centers, finished.stats, finished.converged
+    run.n_iter += int(np.sum(growth.n_iter)) + polished.n_iter
+    if finished is not polished:
+        run.n_iter += finished.n_iter
     run.sigmas = np.concatenate([growth.sigmas, run.sigmas])
     run.stage_objectives = np.concatenate([growth.objectives, run.stage_objectives])
     run.stage_iters = np.concatenate([np.asarray(growth.n_iter, dtype=int), run.stage_iters])

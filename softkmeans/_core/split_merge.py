@@ -1,59 +1,119 @@
-"""Split-merge repair of a K-Means fixed point.
+"""Merge-and-split search around a K-Means fixed point.
 
 A Lloyd fixed point can hold two centroids in one true cluster and one
-centroid across two: no single Lloyd step moves a centroid that far. This
-repair compares, at a hard fixed point, the cheapest merge of two
-neighbouring clusters (the exact increase of ``J`` when both go to their
-common mean, ``m_a m_b / (m_a + m_b) ||mu_a - mu_b||^2``) with the largest
-gain of cutting one cluster in two across its principal axis at its mean
-(the exact decrease of ``J`` for that cut, by the same formula over its two
-halves). When the gain exceeds the cost it makes both moves, runs Lloyd's
-algorithm again, and keeps the result if ``J`` went down; it stops at the
-first round in which none of the :data:`_PROPOSALS` largest cuts pays.
+centroid across two: no Lloyd step, and no single-observation move, takes a
+centroid that far. A move of this search merges two clusters ``a`` and ``b``
+and cuts a third, ``j``, across its principal axis at its mean, one half
+staying ``j`` and the other becoming ``b``. That raises ``J`` by exactly
+``m_a m_b / (m_a + m_b) ||mu_a - mu_b||^2`` and lowers it by the same
+formula over the two halves. Hartigan's single-observation moves
+(:mod:`softkmeans._core.hartigan`) then let the neighbourhood settle: the
+observations of the three clusters and of their nearest neighbours are
+visited, and every move is an exact change of ``J``. A move is kept when
+``J`` went down. Moves are tried in the order of their net change before
+settling, the :data:`MERGES` cheapest merges against the :data:`CUTS` most
+profitable cuts, and a round ends at the first move kept.
+
+The search runs on dense float64 rows (a sample of the data); none of its
+steps is random.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
-import scipy.sparse as sp
 
-from .responsibilities import RelaxationSpec
+from .._backends._numba_hartigan import hartigan_visits
+from .hartigan import nearest_labels, partition_sums
 
-__all__ = ["split_merge"]
+__all__ = ["Partition", "merge_split_search"]
 
-HARD = RelaxationSpec("hard")
-
+#: Cheapest merges and most profitable cuts paired in one round of the search.
+MERGES = 4
+CUTS = 4
+#: Hartigan sweeps of the first settling and of a move's settling, which also ends after a
+#: sweep that lowered ``J`` by at most ``_SETTLED`` of it.
+_FIRST_SWEEPS = 50
+_SETTLE_SWEEPS = 30
+_SETTLED = 1e-5
+#: A move's settling visits the observations of its three clusters and of the clusters
+#: whose centroids are among the ``_NEIGHBOURS`` nearest to one of them.
+_NEIGHBOURS = 3
 #: Up to this many features a cluster's principal axis comes from its scatter matrix,
 #: beyond by power iterations.
 _EIGH_MAX_FEATURES = 128
 _AXIS_ITERATIONS = 30
-#: Cuts tried against the cheapest merge, largest gain first, before the repair stops.
-_PROPOSALS = 3
+#: A move is kept when it lowers ``J`` by more than this fraction of it.
+_PROGRESS = 1e-5
+
+
+@dataclass
+class Partition:
+    """A partition of the rows, with its clusters' weighted sums and masses.
+
+    Attributes
+    ----------
+    labels : ndarray of shape (n_rows,), int64
+    sums : ndarray of shape (n_clusters, n_features)
+    masses : ndarray of shape (n_clusters,)
+    inertia : float
+        ``J`` of the partition at its means.
+    """
+
+    labels: np.ndarray
+    sums: np.ndarray
+    masses: np.ndarray
+    inertia: float
+
+    @property
+    def centers(self):
+        """The clusters' means."""
+        return self.sums / self.masses[:, None]
+
+    @classmethod
+    def of(cls, rows, weights, labels, n_clusters):
+        """The partition ``labels`` of ``rows``, its sums and ``J`` computed afresh."""
+        sums, masses = partition_sums(rows, weights, labels, n_clusters)
+        means = sums / np.where(masses > 0, masses, 1.0)[:, None]
+        inertia = float(weights @ np.sum((rows - means[labels]) ** 2, axis=1))
+        return cls(labels, sums, masses, inertia)
+
+
+def _first_partition(rows, weights, centers):
+    """The nearest-centroid partition of the rows, no cluster left empty (each empty one
+    takes the row farthest from its centroid), settled by Hartigan's moves."""
+    k = len(centers)
+    labels = nearest_labels(rows, centers)
+    empty = np.flatnonzero(np.bincount(labels, minlength=k) == 0)
+    if empty.size:
+        far = np.sum((rows - centers[labels]) ** 2, axis=1)
+        labels[np.argsort(-far, kind="stable")[:empty.size]] = empty
+    point = Partition.of(rows, weights, labels, k)
+    hartigan_visits(rows, weights, point.labels, point.sums, point.masses, _FIRST_SWEEPS,
+                    _SETTLED * point.inertia)
+    return Partition.of(rows, weights, point.labels, k)
 
 
 def _ward(mass_a, mass_b, mean_a, mean_b):
     """``J`` of two groups merged at their common mean less ``J`` of the two apart."""
-    total = mass_a + mass_b
-    if total <= 0:
-        return 0.0
-    return float(mass_a * mass_b / total * np.sum((mean_a - mean_b) ** 2))
+    return float(mass_a * mass_b / (mass_a + mass_b) * np.sum((mean_a - mean_b) ** 2))
 
 
-def _cheapest_merge(centers, masses):
-    """The pair of clusters whose merge raises ``J`` least, and by how much."""
+def _cheapest_merges(centers, masses, count):
+    """The ``count`` pairs of clusters whose merges raise ``J`` least: ``(cost, a, b)`` each."""
     sq = np.sum((centers[:, None, :] - centers[None, :, :]) ** 2, axis=2)
-    both = masses[:, None] * masses[None, :]
-    total = masses[:, None] + masses[None, :]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cost = np.where(total > 0, both / total * sq, 0.0)
-    np.fill_diagonal(cost, np.inf)
-    a, b = np.unravel_index(np.argmin(cost), cost.shape)
-    return int(a), int(b), float(cost[a, b])
+    cost = masses[:, None] * masses[None, :] / (masses[:, None] + masses[None, :]) * sq
+    cost[np.tril_indices(len(centers))] = np.inf
+    flat = np.argsort(cost, axis=None, kind="stable")[:count]
+    return [(float(cost[a, b]), int(a), int(b))
+            for a, b in zip(*np.unravel_index(flat, cost.shape), strict=True)
+            if np.isfinite(cost[a, b])]
 
 
-def _principal_axis(centred, weights, rng):
+def _principal_axis(centred, weights):
     """Unit vector along the largest eigenvalue of the weighted scatter of ``centred``."""
     if centred.shape[1] <= _EIGH_MAX_FEATURES:
         return np.linalg.eigh(centred.T @ (weights[:, None] * centred))[1][:, -1]
-    axis = rng.standard_normal(centred.shape[1])
+    axis = np.random.RandomState(0).standard_normal(centred.shape[1])
     for _ in range(_AXIS_ITERATIONS):
         axis = centred.T @ (weights * (centred @ axis))
         norm = np.linalg.norm(axis)
@@ -63,90 +123,100 @@ def _principal_axis(centred, weights, rng):
     return axis
 
 
-def _principal_cut(block, weights, center, rng):
-    """The two halves of a cluster cut across its principal axis at its mean.
+def _principal_cut(rows, weights, members, center):
+    """``(gain, moved)``: the decrease of ``J`` when the cluster of ``members`` is cut across
+    its principal axis at its mean, and the members of the half that leaves (None when a
+    half is empty)."""
+    block = rows[members]
+    side = (block - center) @ _principal_axis(block - center, weights[members]) > 0
+    masses = [float(weights[members[part]].sum()) for part in (side, ~side)]
+    if not min(masses) > 0:
+        return None
+    means = [weights[members[part]] @ block[part] / mass
+             for part, mass in zip((side, ~side), masses, strict=True)]
+    return _ward(*masses, *means), members[side]
 
-    Returns their means and the decrease of ``J`` that the cut gives.
+
+def _cuts(rows, weights, point, count, cache):
+    """The ``count`` most profitable cuts ``(gain, j, moved)`` of the clusters of ``point``.
+
+    ``cache`` keeps each cluster's cut by its sums' bytes: a cluster whose
+    sums did not change kept its members.
     """
-    centred = block - center
-    side = centred @ _principal_axis(centred, weights, rng) > 0
-    halves = []
-    for part in (side, ~side):
-        mass = float(weights[part].sum())
-        if mass <= 0:
-            return None, None, 0.0
-        halves.append((mass, weights[part] @ block[part] / mass))
-    (m1, mu1), (m2, mu2) = halves
-    return mu1, mu2, _ward(m1, m2, mu1, mu2)
-
-
-def _cuts(engine, stats, centers, exclude, rng, cuts):
-    """The cuts of the clusters not in ``exclude``, largest gain first.
-
-    ``cuts`` keeps each cluster's cut by its centroid's bytes: a cluster
-    whose centroid did not move kept its members.
-    """
-    order = np.argsort(stats.labels, kind="stable")
-    bounds = np.searchsorted(stats.labels[order], np.arange(len(centers) + 1))
     found = []
-    for j in range(len(centers)):
-        rows = order[bounds[j]:bounds[j + 1]]
-        if j in exclude or rows.size < 2:
-            continue
-        key = centers[j].tobytes()
-        if key not in cuts:
-            block = engine.X[rows]
-            block = block.toarray() if sp.issparse(block) else block
-            cuts[key] = _principal_cut(np.asarray(block, dtype=np.float64),
-                                       engine.sample_weight[rows], centers[j], rng)
-        mu1, mu2, gain = cuts[key]
-        if gain > 0:
-            found.append((gain, j, mu1, mu2))
-    return sorted(found, key=lambda cut: -cut[0])
+    centers = point.centers
+    for j in range(len(point.masses)):
+        key = point.sums[j].tobytes()
+        if key not in cache:
+            members = np.flatnonzero(point.labels == j)
+            cache[key] = (None if members.size < 2
+                          else _principal_cut(rows, weights, members, centers[j]))
+        if cache[key] is not None:
+            found.append((cache[key][0], j, cache[key][1]))
+    return sorted(found, key=lambda cut: -cut[0])[:count]
 
 
-def split_merge(engine, run, lloyd, *, max_rounds):
-    """Improve the hard fixed point ``run`` by paired merges and splits.
+def _neighbourhood(centers, clusters):
+    """``clusters`` and the :data:`_NEIGHBOURS` clusters nearest to each of them."""
+    sq = np.sum((centers[clusters, None, :] - centers[None, :, :]) ** 2, axis=2)
+    nearest = np.argsort(sq, axis=1, kind="stable")[:, :_NEIGHBOURS + 1]
+    return np.union1d(clusters, nearest.ravel())
+
+
+def _try_move(rows, weights, point, move):
+    """The partition after ``move = (net, a, b, j, moved)`` and the settling, or None when
+    ``J`` did not go down."""
+    net, a, b, j, moved = move
+    labels, sums, masses = point.labels.copy(), point.sums.copy(), point.masses.copy()
+    labels[labels == b] = a
+    sums[a] += sums[b]
+    masses[a] += masses[b]
+    labels[moved] = b
+    sums[b] = weights[moved] @ rows[moved]
+    masses[b] = weights[moved].sum()
+    sums[j] -= sums[b]
+    masses[j] -= masses[b]
+    region = np.flatnonzero(np.isin(labels, _neighbourhood(sums / masses[:, None],
+                                                           np.array([a, b, j]))))
+    settled = labels[region]
+    _, decrease = hartigan_visits(rows[region], weights[region], settled, sums, masses,
+                                  _SETTLE_SWEEPS, _SETTLED * point.inertia)
+    if not point.inertia - net - decrease < point.inertia * (1.0 - _PROGRESS):
+        return None
+    labels[region] = settled
+    candidate = Partition.of(rows, weights, labels, len(masses))
+    return candidate if candidate.inertia < point.inertia * (1.0 - _PROGRESS) else None
+
+
+def merge_split_search(rows, weights, centers, *, max_rounds):
+    """Settle the partition of ``centers``, then merge and split clusters while ``J`` drops.
 
     Parameters
     ----------
-    engine : engine object
-    run : RunResult
-        A Lloyd fixed point (hard statistics in ``run.stats``).
-    lloyd : callable
-        ``lloyd(centers)`` runs Lloyd's algorithm and returns a RunResult.
+    rows : ndarray of shape (n_rows, n_features), float64
+    weights : ndarray of shape (n_rows,), float64
+    centers : ndarray of shape (n_clusters, n_features)
     max_rounds : int
-        Cap on the accepted moves.
+        Cap on the moves kept.
 
     Returns
     -------
-    RunResult
-        The last accepted fixed point (``run`` itself when no move pays), with
-        the updates of every Lloyd run it tried added to ``n_iter``.
+    Partition
+        The best partition found.
     """
-    rng = np.random.RandomState(0)  # starting vectors of the power iterations only
-    spent, cuts = 0, {}
+    point = _first_partition(rows, weights, centers)
+    cache = {}
     for _ in range(max_rounds):
-        centers, stats = run.centers, run.stats
-        a, b, cost = _cheapest_merge(centers, stats.masses)
-        merged = centers[a]
-        total = stats.masses[a] + stats.masses[b]
-        if total > 0:
-            merged = (stats.masses[a] * centers[a] + stats.masses[b] * centers[b]) / total
-        accepted = None
-        for gain, j, mu1, mu2 in _cuts(engine, stats, centers, {a, b}, rng, cuts)[:_PROPOSALS]:
-            if not gain > cost:
+        merges = _cheapest_merges(point.centers, point.masses, MERGES)
+        cuts = _cuts(rows, weights, point, CUTS + 2, cache)  # two may be of a merged pair
+        moves = sorted(((gain - cost, a, b, j, moved) for cost, a, b in merges
+                        for gain, j, moved in cuts if j not in (a, b)),
+                       key=lambda move: -move[0])[:MERGES * CUTS]
+        for move in moves:
+            candidate = _try_move(rows, weights, point, move)
+            if candidate is not None:
+                point = candidate
                 break
-            proposal = centers.copy()
-            proposal[a], proposal[b], proposal[j] = merged, mu1, mu2
-            candidate = lloyd(proposal)
-            spent += candidate.n_iter
-            if candidate.stats.inertia < stats.inertia:
-                accepted = candidate
-                break
-        if accepted is None:
+        else:
             break
-        run = accepted
-    if spent:
-        run.n_iter += spent
-    return run
+    return point

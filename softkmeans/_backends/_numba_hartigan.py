@@ -1,0 +1,126 @@
+"""Compiled loops of Hartigan's single-observation moves (:mod:`softkmeans._core.hartigan`).
+
+The moves are sequential by nature: each one changes two means that the
+next observation's decision reads. These loops visit rows given as a dense
+float64 block, against cluster sums and masses that the caller owns and
+that every move updates in place.
+
+A row's squared distances are summed with LLVM free to reorder the sum
+(``reassoc``), which vectorizes it: a sweep over scikit-learn's digits
+(1797 x 64, 10 clusters) took a third of the time of the sequential sum. The
+distances are finite sums of squares of finite numbers; reordering changes
+them by rounding only, and the same build gives the same bits.
+"""
+
+import numpy as np
+from numba import njit
+
+from ._numba_rows import JIT_OPTIONS
+
+__all__ = ["add_to_clusters", "hartigan_visits"]
+
+#: A move must lower ``J`` by more than this fraction of the observation's removal gain, so
+#: that ties (equal gains, up to rounding) never send an observation back and forth.
+MOVE_MARGIN = 1e-12
+#: Features summed between two checks of a partial distance against the best so far.
+_CHECK_EVERY = 32
+_REORDERED_SUMS = {**JIT_OPTIONS, "fastmath": {"contract", "reassoc"}}
+
+
+@njit(**_REORDERED_SUMS)
+def _scaled_sq_distance(x, mean, scale, bound):
+    """``scale ||x - mean||^2``, or a partial sum of it once that reaches ``bound``."""
+    total, d = 0.0, x.shape[0]
+    for start in range(0, d, _CHECK_EVERY):
+        for t in range(start, min(start + _CHECK_EVERY, d)):
+            diff = x[t] - mean[t]
+            total += diff * diff
+        if scale * total >= bound:
+            return scale * total
+    return scale * total
+
+
+@njit(**JIT_OPTIONS)
+def add_to_clusters(rows, weights, labels, sums, masses):
+    """Add each row, times its weight, into its cluster's ``sums`` and its weight into ``masses``.
+
+    Parameters
+    ----------
+    rows : ndarray of shape (n_rows, n_features), float64
+    weights : ndarray of shape (n_rows,), float64
+    labels : ndarray of shape (n_rows,), int64
+    sums, masses : ndarrays of shape (n_clusters, n_features) and (n_clusters,), float64
+        Updated in place.
+    """
+    for i in range(rows.shape[0]):
+        j, w = labels[i], weights[i]
+        masses[j] += w
+        for t in range(rows.shape[1]):
+            sums[j, t] += w * rows[i, t]
+
+
+@njit(**JIT_OPTIONS)
+def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decrease=0.0):
+    """Visit ``rows`` in order, moving each to the cluster that lowers ``J`` most.
+
+    Parameters
+    ----------
+    rows : ndarray of shape (n_rows, n_features), float64
+        The observations visited.
+    weights : ndarray of shape (n_rows,), float64
+    labels : ndarray of shape (n_rows,), int64
+        Their clusters; updated in place.
+    sums, masses : ndarrays of shape (n_clusters, n_features) and (n_clusters,), float64
+        Weighted sums and masses of every cluster over all observations (not
+        only ``rows``); updated in place.
+    max_sweeps : int
+        Passes over ``rows``.
+    min_decrease : float, default=0.0
+        The passes stop after the first one whose moves lowered ``J`` by at
+        most this (0: after the first one without a move).
+
+    Returns
+    -------
+    n_moves : int
+        Moves made.
+    decrease : float
+        The decrease of ``J`` that they made, the sum of each move's exact change.
+    """
+    k, d = sums.shape
+    means = np.zeros((k, d))
+    for j in range(k):
+        if masses[j] > 0:
+            for t in range(d):
+                means[j, t] = sums[j, t] / masses[j]
+    n_moves, decrease = 0, 0.0
+    for _ in range(max_sweeps):
+        moved, before = 0, decrease
+        for i in range(rows.shape[0]):
+            w, a = weights[i], labels[i]
+            if not w > 0 or not masses[a] > w:
+                continue
+            x = rows[i]
+            removal = _scaled_sq_distance(x, means[a], w * masses[a] / (masses[a] - w), np.inf)
+            best, b = removal * (1.0 - MOVE_MARGIN), a
+            for j in range(k):
+                if j == a or not masses[j] > 0:
+                    continue
+                cost = _scaled_sq_distance(x, means[j], w * masses[j] / (masses[j] + w), best)
+                if cost < best:
+                    best, b = cost, j
+            if b == a:
+                continue
+            decrease += removal - best
+            masses[a] -= w
+            masses[b] += w
+            for t in range(d):
+                sums[a, t] -= w * x[t]
+                sums[b, t] += w * x[t]
+                means[a, t] = sums[a, t] / masses[a]
+                means[b, t] = sums[b, t] / masses[b]
+            labels[i] = b
+            moved += 1
+        n_moves += moved
+        if moved == 0 or decrease - before <= min_decrease:
+            break
+    return n_moves, decrease

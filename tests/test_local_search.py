@@ -1,0 +1,125 @@
+"""Hartigan's moves and the merge-and-split search that end the default annealing."""
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.cluster import KMeans
+from sklearn.datasets import load_digits
+from sklearn.preprocessing import StandardScaler
+
+from softkmeans import AnnealedKMeans
+from softkmeans._backends._numba_hartigan import hartigan_visits
+from softkmeans._core.hartigan import hartigan_moves, nearest_labels, partition_sums
+from softkmeans._core.split_merge import Partition, merge_split_search
+
+
+def _distortion(X, weights, labels, k):
+    """``J`` of a partition at its means, by definition."""
+    return sum(float(weights[labels == j] @ np.sum(
+        (X[labels == j] - np.average(X[labels == j], axis=0, weights=weights[labels == j]))
+        ** 2, axis=1)) for j in range(k) if np.any(labels == j))
+
+
+def _lloyd_labels(X, k, seed):
+    return KMeans(k, n_init=1, random_state=seed).fit(X).labels_.astype(np.int64)
+
+
+@pytest.fixture
+def small():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    weights = rng.uniform(0.5, 2.0, size=60)
+    return X, weights
+
+
+def test_each_move_lowers_j_by_the_decrease_it_reports(small):
+    X, weights = small
+    labels = _lloyd_labels(X, 4, 0)
+    before = _distortion(X, weights, labels, 4)
+    sums, masses = partition_sums(X, weights, labels, 4)
+    moved = labels.copy()
+    n_moves, decrease = hartigan_visits(X, weights, moved, sums, masses, 100)
+    after = _distortion(X, weights, moved, 4)
+    assert n_moves > 0
+    np.testing.assert_allclose(before - after, decrease, rtol=1e-9)
+    expected_sums, expected_masses = partition_sums(X, weights, moved, 4)
+    np.testing.assert_allclose(sums, expected_sums, atol=1e-12)
+    np.testing.assert_allclose(masses, expected_masses, rtol=1e-12)
+
+
+def test_no_single_move_improves_the_result(small):
+    """A brute-force check of the fixed point with unequal weights."""
+    X, weights = small
+    labels = _lloyd_labels(X, 4, 1)
+    centers, _ = hartigan_moves(X, weights, labels, 4, max_sweeps=100)
+    final = nearest_labels(X, centers)
+    best = _distortion(X, weights, final, 4)
+    for i, b in itertools.product(range(len(X)), range(4)):
+        if b == final[i] or np.sum(final == final[i]) == 1:
+            continue
+        trial = final.copy()
+        trial[i] = b
+        assert _distortion(X, weights, trial, 4) >= best * (1 - 1e-12)
+
+
+def test_moves_never_empty_a_cluster():
+    X = np.array([[0.0], [0.1], [5.0], [5.1], [10.0]])
+    labels = np.array([0, 0, 1, 1, 2])
+    centers, _ = hartigan_moves(X, np.ones(5), labels, 3, max_sweeps=10)
+    assert np.all(np.isfinite(centers))
+    assert len(np.unique(nearest_labels(X, centers))) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sparse_and_dense_data_give_the_same_moves(dtype):
+    X = StandardScaler().fit_transform(load_digits().data).astype(dtype)
+    weights = np.ones(len(X))
+    labels = _lloyd_labels(X, 10, 3)
+    dense, dense_moves = hartigan_moves(X, weights, labels, 10, max_sweeps=10)
+    sparse, sparse_moves = hartigan_moves(sp.csr_matrix(X), weights, labels, 10, max_sweeps=10)
+    assert dense_moves == sparse_moves > 0
+    np.testing.assert_allclose(dense, sparse, rtol=1e-10, atol=1e-12)
+
+
+def test_moves_lower_the_distortion_of_lloyd_on_digits():
+    X = StandardScaler().fit_transform(load_digits().data)
+    lloyd = KMeans(10, n_init=1, random_state=0).fit(X)
+    centers, n_moves = hartigan_moves(X, np.ones(len(X)), lloyd.labels_, 10, max_sweeps=20)
+    refined = _distortion(X, np.ones(len(X)), nearest_labels(X, centers), 10)
+    assert n_moves > 0
+    assert refined < lloyd.inertia_ * (1 - 1e-4)
+
+
+def test_search_merges_two_centroids_of_one_cluster_and_splits_a_shared_one():
+    """Three blobs on a line; two starting centroids in the first, one between the others:
+    a Lloyd fixed point that no single-observation move leaves."""
+    rng = np.random.default_rng(0)
+    truth = np.repeat(np.arange(3), 100)
+    X = np.array([[0.0, 0.0], [10.0, 0.0], [20.0, 0.0]])[truth] + rng.normal(size=(300, 2))
+    start = np.array([[0.0, -0.5], [0.0, 0.5], [15.0, 0.0]])
+    stuck = Partition.of(X, np.ones(300), nearest_labels(X, start), 3)
+    found = merge_split_search(X, np.ones(300), start, max_rounds=3)
+    optimum = _distortion(X, np.ones(300), truth, 3)
+    assert stuck.inertia > 2 * optimum
+    assert found.inertia == pytest.approx(optimum, rel=1e-12)
+    assert len(np.unique(found.labels)) == 3
+
+
+def test_search_is_deterministic(small):
+    X, weights = small
+    start = X[:5].copy()
+    first = merge_split_search(X, weights, start, max_rounds=5)
+    second = merge_split_search(X, weights, start, max_rounds=5)
+    np.testing.assert_array_equal(first.labels, second.labels)
+    assert first.inertia == second.inertia
+    np.testing.assert_allclose(first.inertia, _distortion(X, weights, first.labels, 5),
+                               rtol=1e-12)
+
+
+def test_annealing_beats_kmeans_with_ten_starts_on_digits():
+    X = StandardScaler().fit_transform(load_digits().data)
+    annealed = AnnealedKMeans(10).fit(X)
+    restarted = KMeans(10, n_init=10, random_state=0).fit(X)
+    assert annealed.inertia_ <= restarted.inertia_ * (1 + 1e-4)
