@@ -31,6 +31,15 @@ LOSSES = {
 ALPHAS = {"softmax": None, "entmax15": 1.5, "sparsemax": 2.0, "entmax125": 1.25}
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Problems of a few rows: threads only add overhead (and stall on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def problem(n=7, k=3, d=2, seed=0, dtype=torch.float64):
     gen = torch.Generator().manual_seed(seed)
     h = torch.randn(n, d, generator=gen, dtype=dtype)
@@ -282,6 +291,149 @@ def test_torch_func_transforms():
         np.testing.assert_allclose(rows.reshape(8, 2), x.grad, rtol=1e-12)
 
 
+FUNCTIONS = {**LOSSES, "expected": expected_distortion,
+             "resp": lambda h, c, s, **kw: responsibilities(h, c, s),
+             "resp15": lambda h, c, s, **kw: responsibilities(h, c, s, alpha=1.5)}
+
+
+@pytest.mark.parametrize("kind", FUNCTIONS)
+def test_forward_mode_matches_finite_differences(kind):
+    """jvp (and jvp under vmap, as jacfwd uses it) of every custom autograd Function
+    against finite differences, then forward mode over the backward pass (Hessian-vector
+    products) against finite differences of the gradient."""
+    h, centers = problem(n=6, k=3)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    sigma = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    fn = FUNCTIONS[kind]
+    if kind.startswith("resp"):
+        def call(a, b, s):
+            return fn(a, b, s)
+    else:
+        def call(a, b, s):
+            return fn(a, b, s, reduction="none")
+
+    assert torch.autograd.gradcheck(call, (h, centers, sigma), check_forward_ad=True,
+                                    check_backward_ad=False, check_batched_forward_grad=True,
+                                    fast_mode=True)
+    assert torch.autograd.gradgradcheck(lambda a, b: call(a, b, 0.8).sum(), (h, centers),
+                                        check_fwd_over_rev=True, check_rev_over_rev=False,
+                                        check_undefined_grad=False, fast_mode=True)
+
+
+def test_entmax_forward_mode_matches_finite_differences():
+    z = torch.randn(5, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for alpha in (1.5, 2.0, 1.25, 3.0):
+        assert torch.autograd.gradcheck(lambda x, a=alpha: entmax(x, a, dim=0),
+                                        (z.requires_grad_(True),), check_forward_ad=True,
+                                        fast_mode=True)
+
+
+@pytest.mark.parametrize("kind", LOSSES)
+@pytest.mark.parametrize("beta", [1.0, 64.0])
+def test_forward_derivative_is_the_responsibility_weighted_force(kind, beta):
+    """dF = sum_i 2 (h_i - sum_j r_ij mu_j) . dh_i + 2 sum_ij r_ij (mu_j - h_i) . dmu_j
+    - 4 sigma dsigma sum_i H(r_i): the backward pass's forces dotted with the tangents, by
+    torch.func.jvp and by torch.autograd.forward_ad; at beta = 64 those of J."""
+    import torch.autograd.forward_ad as fwAD
+
+    h, centers, sigma = margin_problem(beta)
+    loss = LOSSES[kind]
+    gen = torch.Generator().manual_seed(1)
+    dh, dmu = torch.randn(h.shape, generator=gen, dtype=h.dtype), torch.randn(
+        centers.shape, generator=gen, dtype=h.dtype)
+    primals = (h, centers, torch.tensor(sigma, dtype=torch.float64))
+    tangents = (dh, dmu, torch.tensor(0.3, dtype=torch.float64))
+
+    def total(a, b, s):
+        return loss(a, b, s, reduction="sum")
+
+    value, tangent = torch.func.jvp(total, primals, tangents)
+    leaves = [x.clone().requires_grad_(True) for x in primals]
+    total(*leaves).backward()
+    force = sum((leaf.grad * t).sum() for leaf, t in zip(leaves, tangents, strict=True))
+    np.testing.assert_allclose(tangent, force, rtol=1e-12)
+    with fwAD.dual_level():
+        dual = total(*(fwAD.make_dual(x, t) for x, t in zip(primals, tangents, strict=True)))
+        np.testing.assert_allclose(fwAD.unpack_dual(dual).tangent, tangent, rtol=1e-14)
+    if beta == 64.0:
+        _, hard = torch.func.jvp(lambda a: hard_kmeans_loss(a, centers, reduction="sum"),
+                                 (h,), (dh,))
+        _, ours = torch.func.jvp(lambda a: total(a, centers, sigma), (h,), (dh,))
+        assert hard != 0
+        np.testing.assert_allclose(ours, hard, rtol=1e-14)
+
+
+@pytest.mark.parametrize("kind", FUNCTIONS)
+def test_jacfwd_agrees_with_jacrev(kind):
+    h, centers = problem(n=5, k=3)
+    sigma = torch.tensor(0.6, dtype=torch.float64)
+    fn = FUNCTIONS[kind]
+    forward = torch.func.jacfwd(fn, argnums=(0, 1, 2))(h, centers, sigma)
+    reverse = torch.func.jacrev(fn, argnums=(0, 1, 2))(h, centers, sigma)
+    for fwd, rev in zip(forward, reverse, strict=True):
+        np.testing.assert_allclose(fwd, rev, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "entmax15", "expected"])
+def test_hessian_by_forward_over_reverse(kind):
+    """torch.func.hessian (jacfwd of jacrev) against reverse over reverse; for F_sigma the
+    block of row i is 2 I - (2 / sigma^2) sum_j r_ij (mu_j - m_i)(mu_j - m_i)^T, with
+    m_i = sum_j r_ij mu_j, and rows do not interact."""
+    h, centers = problem(n=5, k=3)
+    sigma = 0.6
+    fn = FUNCTIONS[kind]
+    hess = torch.func.hessian(lambda a: fn(a, centers, sigma, reduction="sum"))(h)
+    ref = torch.autograd.functional.hessian(
+        lambda a: fn(a, centers, sigma, reduction="sum"), h)
+    np.testing.assert_allclose(hess, ref, rtol=1e-11, atol=1e-13)
+    full = torch.func.hessian(lambda b: fn(h, b, sigma, reduction="sum"))(centers)
+    np.testing.assert_allclose(full, torch.autograd.functional.hessian(
+        lambda b: fn(h, b, sigma, reduction="sum"), centers), rtol=1e-11, atol=1e-13)
+    if kind == "softmax":
+        r = responsibilities(h, centers, sigma)
+        spread = centers[None] - (r @ centers)[:, None]  # mu_j - m_i
+        cov = torch.einsum("ij,ija,ijb->iab", r, spread, spread)
+        block = 2 * torch.eye(2, dtype=h.dtype) - 2 / sigma**2 * cov
+        expected = torch.zeros(5, 2, 5, 2, dtype=h.dtype)
+        for i in range(5):
+            expected[i, :, i] = block[i]
+        np.testing.assert_allclose(hess, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_dynamo_does_not_trace_a_custom_jvp():
+    """Why the losses drop their forward-mode rule under torch.compile. When this starts to
+    fail, Dynamo traces a custom jvp and ``_functional._with_forward_mode`` can go."""
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x * x
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+            ctx.save_for_forward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, grad):
+            return 2 * grad * ctx.saved_tensors[0]
+
+        @staticmethod
+        def jvp(ctx, tangent):
+            return 2 * tangent * ctx.saved_tensors[0]
+
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="custom jvp"):
+        torch.compile(Square.apply, fullgraph=True, backend="eager")(
+            torch.ones(2, requires_grad=True))
+
+
+def test_tied_sigma_carries_no_tangent():
+    h, centers = problem(n=20, k=3)
+    _, tangent = torch.func.jvp(lambda a: tied_sigma(a, centers), (h,), (torch.ones_like(h),))
+    assert tangent == 0
+
+
 def test_critical_ratio_and_tied_sigma():
     h, centers = problem(n=50, k=3)
     lam = float(torch.linalg.eigvalsh(torch.cov(h.T, correction=0))[-1])
@@ -403,24 +555,19 @@ def test_deep_clustering_on_digits_collapses_only_with_a_fixed_temperature():
     scale, lambda_max / sigma^2 stays above 1 and the clusters stay; fixed at its initial
     value, the term contracts the representation below the critical temperature and the
     clustering collapses (Prop. 9)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny layers: threads only add overhead
-    try:
-        X, y, encoder, decoder, params = _digits_autoencoder()
-        with torch.no_grad():
-            H = encoder(X)
-        term = KMeansTerm(10, 10).init_centers(H, n_init=3, random_state=0)
-        start = {"params": [p.detach().clone() for p in params],
-                 "centers": term.centers.clone(), "sigma": float(term.sigma)}
-        results = {"tied": _fine_tune(X, y, encoder, decoder, params, term)}
-        with torch.no_grad():
-            for p, s in zip(params, start["params"], strict=True):
-                p.copy_(s)
-        term = KMeansTerm(10, 10, sigma=start["sigma"])
-        term.centers.copy_(start["centers"])
-        results["fixed"] = _fine_tune(X, y, encoder, decoder, params, term)
-    finally:
-        torch.set_num_threads(threads)
+    X, y, encoder, decoder, params = _digits_autoencoder()
+    with torch.no_grad():
+        H = encoder(X)
+    term = KMeansTerm(10, 10).init_centers(H, n_init=3, random_state=0)
+    start = {"params": [p.detach().clone() for p in params],
+             "centers": term.centers.clone(), "sigma": float(term.sigma)}
+    results = {"tied": _fine_tune(X, y, encoder, decoder, params, term)}
+    with torch.no_grad():
+        for p, s in zip(params, start["params"], strict=True):
+            p.copy_(s)
+    term = KMeansTerm(10, 10, sigma=start["sigma"])
+    term.centers.copy_(start["centers"])
+    results["fixed"] = _fine_tune(X, y, encoder, decoder, params, term)
     tied_min, _, tied_nmi = results["tied"]
     _, fixed_last, fixed_nmi = results["fixed"]
     assert tied_min > 2 and tied_nmi > 0.6
@@ -599,14 +746,9 @@ def test_the_code_of_the_user_guide_runs(capsys):
     blocks = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", page.read_text())
     assert len(blocks) == 2
     namespace = {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for block in blocks:
-            exec(compile("\n".join(line[3:] for line in block.splitlines()), str(page), "exec"),
-                 namespace)
-    finally:
-        torch.set_num_threads(threads)
+    for block in blocks:
+        exec(compile("\n".join(line[3:] for line in block.splitlines()), str(page), "exec"),
+             namespace)
     assert namespace["labels"].shape == (512,)
     assert namespace["quantized"].shape == (32, 8, 8, 64)
     printed = capsys.readouterr().out.split()
