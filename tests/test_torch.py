@@ -508,27 +508,97 @@ def test_tied_temperature_follows_the_batch():
     assert term.responsibilities(h.reshape(20, 10, 3)).shape == (20, 10, 5)
 
 
+def _compiled(module):
+    """``torch.compile(module, fullgraph=True)`` on the aot_eager backend: no C compiler
+    needed, and its random draws are eager's, so results compare bit for bit."""
+    torch._dynamo.reset()
+    return torch.compile(module, fullgraph=True, backend="aot_eager")
+
+
 def test_kmeans_term_compiles_without_graph_breaks():
+    """Training mode (the batch sets the temperature) and evaluation mode, before a tied
+    temperature is set (NaN: from the batch) and after (the buffer)."""
+    import copy
+
+    h = torch.randn(16, 3, generator=torch.Generator().manual_seed(0))
+    for alpha in (None, 1.5):
+        term = KMeansTerm(4, 3, alpha=alpha)
+        module = copy.deepcopy(term)
+        compiled = _compiled(module)
+        for mode in ("eval", "train", "eval"):
+            term.train(mode == "train")
+            module.train(mode == "train")
+            x, y = (h.clone().requires_grad_(True) for _ in range(2))
+            value, eager = compiled(x), term(y)
+            value.backward()
+            eager.backward()
+            assert torch.equal(value, eager) and torch.equal(x.grad, y.grad), mode
+            torch.testing.assert_close(module.sigma, term.sigma, rtol=0, atol=0,
+                                       equal_nan=True)
+
+
+def _vq_steps(vq, batches):
+    """Forward and backward of ``vq`` on each batch: outputs, input gradients and the
+    number of dead codes before each step."""
+    torch.manual_seed(1)
+    steps = []
+    for batch in batches:
+        dead = int((vq.usage < 1).sum())
+        z = batch.clone().requires_grad_(True)
+        out = vq(z)
+        (out.quantized.square().sum() + out.loss).backward()
+        steps.append((out.quantized.detach(), out.codes, out.loss.detach(), z.grad, dead))
+    return steps
+
+
+@pytest.mark.parametrize("config", [
+    {"assignment": "hard", "update": "ema", "reset_every": 2, "sync": True},
+    {"assignment": "entmax", "update": "gradient"},
+])
+def test_vector_quantizer_training_step_compiles_without_graph_breaks(config, tmp_path):
+    """fullgraph=True: the first step's initialization and the dead-code resets are
+    branches on buffer values (torch.cond while compiling), the counts a scatter. Eager
+    and compiled agree bit for bit on outputs, gradients and every buffer over steps that
+    initialize, reset, all-reduce (a one-process gloo group) and change the batch size."""
+    import copy
+
+    import torch.distributed as dist
+
+    gen = torch.Generator().manual_seed(0)
+    centers = torch.tensor([[0.0, 0.0, 0.0], [4.0, 0.0, 0.0]])
+    batches = [centers[torch.arange(n) % 2] + 0.5 * torch.randn(n, 3, generator=gen)
+               for n in (64, 64, 64, 40)]
+    eager = SoftVectorQuantizer(16, 3, decay=0.5, **config)
+    module = copy.deepcopy(eager)
+    if config.get("sync"):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0,
+                                world_size=1)
     try:
-        torch._dynamo.reset()
-        term = KMeansTerm(4, 3)
-        compiled = torch.compile(term, fullgraph=True, backend="aot_eager")
-        h = torch.randn(16, 3, requires_grad=True)
-        value = compiled(h)
-    except Exception as exc:  # noqa: BLE001 - no compiler on this platform
-        if "fullgraph" in str(exc).lower() or "graph break" in str(exc).lower():
-            raise
-        pytest.skip(f"torch.compile does not work here: {type(exc).__name__}: {exc}")
-    value.backward()
-    x = h.detach().clone().requires_grad_(True)
-    eager = term(x)
-    eager.backward()
-    assert torch.allclose(value, eager) and torch.allclose(h.grad, x.grad)
+        ours = _vq_steps(_compiled(module), batches)
+        expected = _vq_steps(eager, batches)
+    finally:
+        if config.get("sync"):
+            dist.destroy_process_group()
+    for step, (got, want) in enumerate(zip(ours, expected, strict=True)):
+        for a, b in zip(got[:4], want[:4], strict=True):
+            assert torch.equal(a, b), step
+        assert got[4] == want[4], step
+    if config.get("reset_every"):
+        assert expected[2][4] > 0  # the reset at step 2 had dead codes to move
+    for (name, a), b in zip(eager.state_dict().items(), module.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
+    if config["update"] == "gradient":
+        assert torch.equal(eager.codebook.grad, module.codebook.grad)
+
+
+def test_vector_quantizer_evaluation_compiles_without_graph_breaks():
     vq = SoftVectorQuantizer(8, 3, update="gradient")
+    h = torch.randn(16, 3)
     vq(h)  # initializes the codebook
     vq.eval()
-    out = torch.compile(vq, fullgraph=True, backend="aot_eager")(h)
-    assert torch.allclose(out.loss, vq(h).loss)
+    out = _compiled(vq)(h)
+    assert torch.equal(out.loss, vq(h).loss) and torch.equal(out.codes, vq(h).codes)
 
 
 def _digits_autoencoder():

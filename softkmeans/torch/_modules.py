@@ -40,6 +40,25 @@ def _check_count(value, name):
     return value
 
 
+def _branch(pred, if_true, if_false, operands):
+    """``if_true(*operands)`` where the boolean scalar tensor ``pred`` holds, else
+    ``if_false(*operands)``: a Python branch when eager, ``torch.cond`` while Dynamo
+    traces, so that bookkeeping on buffer values compiles without a graph break.
+
+    Both functions return tensors of the same shapes and dtypes and leave their
+    operands unchanged (``torch.cond``'s contract).
+    """
+    if torch.compiler.is_compiling():
+        return torch.cond(pred, if_true, if_false, tuple(operands))
+    return (if_true if bool(pred) else if_false)(*operands)
+
+
+def _unchanged(rows, *state):
+    """The side of a :func:`_branch` on ``(rows, *state)`` that keeps the state (copies:
+    ``torch.cond`` allows no aliasing)."""
+    return tuple(t.clone() for t in state)
+
+
 def _hard(rows, centers):
     """One-hot responsibilities of the nearest centroid."""
     labels = _sq_distances(rows, centers).argmin(1)
@@ -161,9 +180,21 @@ class KMeansTerm(nn.Module):
         return self.sigma
 
     def _temperature(self, h):
-        if self.tied and (self.training or bool(torch.isnan(self.sigma))):
-            return tied_sigma(h.detach(), self.centers.detach(), self.relative_sigma)
-        return self.sigma
+        """The batch's tied temperature in training mode (or before one is set), else the
+        buffer."""
+        if not self.tied:
+            return self.sigma
+        if self.training:
+            return self._tied(h.detach(), self.centers.detach(), self.sigma)
+        return _branch(torch.isnan(self.sigma), self._tied, self._stored,
+                       (h.detach(), self.centers.detach(), self.sigma))
+
+    def _tied(self, h, centers, sigma):
+        return tied_sigma(h, centers, self.relative_sigma)
+
+    @staticmethod
+    def _stored(h, centers, sigma):
+        return sigma.to(_compute_dtype(h, centers), copy=True)
 
     def forward(self, h):
         """The K-Means term of the batch ``h`` (shape ``(..., dim)``), a scalar.
@@ -460,34 +491,59 @@ class SoftVectorQuantizer(nn.Module):
         if self.fixed_sigma is not None:
             return self.fixed_sigma
         dmin = _sq_distances(rows, codebook).min(1).values
-        stats = torch.stack([dmin.sum(), torch.tensor(float(dmin.numel()), device=rows.device,
-                                                      dtype=rows.dtype)])
+        total = dmin.sum()
+        stats = torch.stack([total, total.new_full((), dmin.shape[0])])
         if self._synced():
             _all_reduce([stats], self.process_group)
         return (self.relative_sigma * stats[0] / stats[1]).clamp_min(
             torch.finfo(rows.dtype).tiny).sqrt()
 
     def _random_rows(self, rows, count):
-        """``count`` random rows of the batch, the same on every process when synced."""
+        """``count`` random rows of the batch; when synced, those of the group's first
+        process on every process (an all-reduce of them and zeros: exact, and unlike a
+        broadcast, Dynamo traces it)."""
         picks = rows[torch.randint(rows.shape[0], (count,), device=rows.device)]
         if self._synced():
             import torch.distributed as dist
 
-            dist.broadcast(picks, src=0, group=self.process_group)
+            if dist.get_rank(self.process_group) != 0:
+                picks = torch.zeros_like(picks)
+            _all_reduce([picks], self.process_group)
         return picks
 
     @torch.no_grad()
-    def _initialize(self, rows):
-        self.codebook.copy_(self._random_rows(rows, self.num_codes))
-        self.ema_sums.zero_()  # no prior mass: a code goes to the weighted mean of its
-        self.ema_counts.zero_()  # first responsibilities, however small they are
+    def _maintain(self, rows):
+        """Codes at random inputs on the first training step; on every later step that is
+        a multiple of ``reset_every``, dead codes reset. Before the codebook enters the
+        step's graph; tensor operations throughout, so that it compiles."""
+        buffers = (self.codebook.detach(), self.ema_sums, self.ema_counts, self.usage)
+        first = ~self.initialized
+        state = _branch(first, self._initial, _unchanged, (rows, *buffers))
+        if self.reset_every is not None:
+            due = ~first & (self.steps % self.reset_every == 0)
+            state = _branch(due, self._reset_dead, _unchanged, (rows, *state))
+        for buffer, value in zip(buffers, state, strict=True):
+            buffer.copy_(value)
         self.initialized.fill_(True)
+
+    def _initial(self, rows, codebook, sums, counts, usage):
+        # no prior mass: a code goes to the weighted mean of its first responsibilities,
+        # however small they are
+        return (self._random_rows(rows, self.num_codes).to(codebook), torch.zeros_like(sums),
+                torch.zeros_like(counts), usage.clone())
+
+    def _reset_dead(self, rows, codebook, sums, counts, usage):
+        dead = usage < 1.0
+        fresh = self._random_rows(rows, int(dead.sum())).to(codebook)
+        return (codebook.index_put((dead,), fresh), torch.where(dead[:, None], 0.0, sums),
+                torch.where(dead, 0.0, counts), torch.where(dead, 1.0, usage))
 
     @torch.no_grad()
     def _train_step(self, rows, codes):
         dtype = rows.dtype
         codebook = self.codebook.detach().to(dtype)
-        hard_counts = torch.bincount(codes, minlength=self.num_codes).to(dtype)
+        hard_counts = torch.zeros(self.num_codes, dtype=dtype, device=rows.device).index_add_(
+            0, codes, torch.ones_like(codes, dtype=dtype))
         stats = [hard_counts]
         if self.update == "ema":
             resp = _assignments(rows, codebook, self._sigma(rows, codebook), self.alpha)
@@ -503,18 +559,6 @@ class SoftVectorQuantizer(nn.Module):
             self.codebook.copy_(torch.where(counts > 0, means, self.codebook))
         self.steps.add_(1)
 
-    @torch.no_grad()
-    def _reset_dead(self, rows):
-        dead = self.usage < 1.0
-        count = int(dead.sum())
-        if count == 0:
-            return
-        fresh = self._random_rows(rows, count).to(self.codebook)
-        self.codebook[dead] = fresh
-        self.ema_sums[dead] = 0.0
-        self.ema_counts[dead] = 0.0
-        self.usage[dead] = 1.0
-
     def forward(self, z):
         """Quantize ``z`` (shape ``(..., dim)``); returns a :class:`VQOutput`."""
         if z.shape[-1] != self.dim:
@@ -522,10 +566,7 @@ class SoftVectorQuantizer(nn.Module):
         dtype = _compute_dtype(z, self.codebook)
         rows = z.reshape(-1, self.dim).to(dtype)
         if self.training:
-            if not bool(self.initialized):
-                self._initialize(rows.detach())
-            elif self.reset_every is not None and int(self.steps) % self.reset_every == 0:
-                self._reset_dead(rows.detach())  # before the codebook enters this step's graph
+            self._maintain(rows.detach())
         codebook = self.codebook.to(dtype)
         with torch.no_grad():
             codes = _sq_distances(rows.detach(), codebook.detach()).argmin(1)
