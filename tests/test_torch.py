@@ -270,6 +270,27 @@ def test_autocast_computes_distances_in_float32():
     assert torch.allclose(value, ref, rtol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["softmax", "entmax15", "expected"])
+def test_derivatives_under_autocast_are_float32(kind):
+    """The backward and forward-mode passes run their products outside autocast too, also
+    when backward() is called inside the autocast region."""
+    h, centers = problem(n=64, k=5, d=8, dtype=torch.float32)
+    h, centers = h * 100 + 1000, centers * 100 + 1000
+    fn = FUNCTIONS[kind]
+    tangent = torch.ones_like(h)
+    grads = []
+    for enabled in (False, True):
+        x, c = h.clone().requires_grad_(True), centers.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+            fn(x, c, 5.0, reduction="sum").backward()
+            _, jvp = torch.func.jvp(lambda a: fn(a, centers, 5.0, reduction="sum"), (h,),
+                                    (tangent,))
+        grads.append((x.grad, c.grad, jvp))
+    for ours, ref in zip(grads[1], grads[0], strict=True):
+        assert ours.dtype == torch.float32
+        np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-3)
+
+
 def test_torch_func_transforms():
     h, centers = problem(n=8, k=3)
     for alpha in (None, 1.5):
@@ -521,20 +542,18 @@ def test_kmeans_term_compiles_without_graph_breaks():
     import copy
 
     h = torch.randn(16, 3, generator=torch.Generator().manual_seed(0))
-    for alpha in (None, 1.5):
-        term = KMeansTerm(4, 3, alpha=alpha)
-        module = copy.deepcopy(term)
-        compiled = _compiled(module)
-        for mode in ("eval", "train", "eval"):
-            term.train(mode == "train")
-            module.train(mode == "train")
-            x, y = (h.clone().requires_grad_(True) for _ in range(2))
-            value, eager = compiled(x), term(y)
-            value.backward()
-            eager.backward()
-            assert torch.equal(value, eager) and torch.equal(x.grad, y.grad), mode
-            torch.testing.assert_close(module.sigma, term.sigma, rtol=0, atol=0,
-                                       equal_nan=True)
+    term = KMeansTerm(4, 3)
+    module = copy.deepcopy(term)
+    compiled = _compiled(module)
+    for mode in ("eval", "train", "eval"):
+        term.train(mode == "train")
+        module.train(mode == "train")
+        x, y = (h.clone().requires_grad_(True) for _ in range(2))
+        value, eager = compiled(x), term(y)
+        value.backward()
+        eager.backward()
+        assert torch.equal(value, eager) and torch.equal(x.grad, y.grad), mode
+        torch.testing.assert_close(module.sigma, term.sigma, rtol=0, atol=0, equal_nan=True)
 
 
 def _vq_steps(vq, batches):
@@ -662,6 +681,91 @@ def test_vector_quantizer_forward_straight_through_and_commitment():
     assert vq.codebook.grad is not None
 
 
+def test_updates_under_autocast_are_float32():
+    """The closed-form and moving-average updates keep float32 statistics when the step
+    runs inside an autocast region."""
+    import copy
+
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(256, 8, generator=gen) * 30 + 500
+    terms, quantizers = [KMeansTerm(4, 8), None], [SoftVectorQuantizer(16, 8), None]
+    with torch.no_grad():
+        terms[0].centers.copy_(z[:4])
+    terms[1], quantizers[1] = copy.deepcopy(terms[0]), copy.deepcopy(quantizers[0])
+    for enabled, term, vq in zip((False, True), terms, quantizers, strict=True):
+        torch.manual_seed(0)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+            term.update_centers(z)
+            for _ in range(3):
+                vq(z)
+    np.testing.assert_allclose(terms[1].centers, terms[0].centers, rtol=1e-6)
+    for name, ref in quantizers[0].state_dict().items():
+        ours = quantizers[1].state_dict()[name]
+        np.testing.assert_allclose(ours.double(), ref.double(), rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_modules_follow_their_float32_twins(dtype):
+    """``.half()`` / ``.bfloat16()`` modules store their state in that dtype and compute in
+    float32: the centroids and codes agree with a float32 module to the storage
+    precision."""
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(300, 4, generator=gen) + torch.tensor([3.0, 0, 0, 0]) * (
+        torch.arange(300) % 3)[:, None]
+    eps = torch.finfo(dtype).eps
+    term = KMeansTerm(3, 4)
+    with torch.no_grad():
+        term.centers.copy_(z[:3])
+    low = copy_module(term).to(dtype)
+    term.update_centers(z, n_iter=5)
+    low.update_centers(z.to(dtype), n_iter=5)
+    assert low.centers.dtype == low.sigma.dtype == dtype
+    np.testing.assert_allclose(low.centers.float(), term.centers, rtol=0, atol=20 * eps * 6)
+    vq = SoftVectorQuantizer(8, 4, decay=0.9)
+    vq(z)  # initializes: both start from the same codes
+    low = copy_module(vq).to(dtype)
+    for _ in range(5):
+        vq(z)
+        low(z.to(dtype))
+    assert all(b.dtype == dtype for b in (low.codebook, low.ema_sums, low.ema_counts, low.usage))
+    np.testing.assert_allclose(low.codebook.float(), vq.codebook, rtol=0, atol=20 * eps * 6)
+    np.testing.assert_allclose(low.usage.float(), vq.usage, rtol=20 * eps)
+
+
+def copy_module(module):
+    import copy
+
+    return copy.deepcopy(module)
+
+
+def test_state_dict_round_trips_continue_training_identically():
+    """A module rebuilt from its ``state_dict`` (also through float16 and back) continues
+    exactly as the original: every piece of state is in the state dict."""
+    gen = torch.Generator().manual_seed(0)
+    batches = torch.randn(6, 64, 3, generator=gen, dtype=torch.float64)
+    for kwargs in ({"assignment": "hard", "reset_every": 2}, {"assignment": "entmax"}):
+        vq = SoftVectorQuantizer(8, 3, dtype=torch.float64, **kwargs)
+        for batch in batches[:3]:
+            vq(batch)
+        clone = SoftVectorQuantizer(8, 3, dtype=torch.float64, **kwargs)
+        clone.load_state_dict(vq.state_dict())
+        outputs = []
+        for module in (vq, clone):
+            torch.manual_seed(3)
+            outputs.append([module(batch) for batch in batches[3:]])
+        for ours, ref in zip(*outputs, strict=True):
+            assert all(torch.equal(a, b) for a, b in zip(ours, ref, strict=True))
+        for name, value in vq.state_dict().items():
+            assert torch.equal(clone.state_dict()[name], value), name
+    term = KMeansTerm(3, 3)
+    term(batches[0])  # training mode: sets the tied temperature
+    half = KMeansTerm(3, 3).half()
+    half.load_state_dict(term.state_dict())
+    back = KMeansTerm(3, 3, dtype=torch.float64).eval()
+    back.load_state_dict(half.state_dict())
+    np.testing.assert_allclose(back(batches[1]), term.eval()(batches[1]), rtol=1e-3)
+
+
 def test_vector_quantizer_state_and_usage():
     vq = SoftVectorQuantizer(8, 2).half()
     assert {"codebook", "ema_counts", "ema_sums", "usage", "steps", "initialized"} <= set(
@@ -727,63 +831,82 @@ def test_dead_codes_are_reset_to_inputs():
     assert (vq.codebook.norm(dim=1) < 10).all()
 
 
-_DISTRIBUTED = r"""
-import sys
-import torch
-import torch.distributed as dist
-from softkmeans.torch import SoftVectorQuantizer
-
-rank, init_file, out_file = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
-batches = torch.randn(2, 100, 3, generator=torch.Generator().manual_seed(0),
-                      dtype=torch.float64)
-torch.manual_seed(rank)  # different draws on each process: resets must still agree
-vq = SoftVectorQuantizer(5, 3, assignment="softmax", update="ema", sync=True, decay=0.0,
-                         reset_every=2, dtype=torch.float64)
-vq(batches[rank])  # codes at random inputs of rank 0's batch
-first = vq.codebook.clone()
-vq(batches[rank])  # one synced step from the same codes (decay 0: the batch means)
-second = vq.codebook.clone()
-vq(batches[rank])  # a reset of the codes without mass, drawn on rank 0
-torch.save({"first": first, "second": second, "last": vq.codebook.clone()},
-           f"{out_file}.{rank}")
-dist.destroy_process_group()
-"""
+def _two_batches():
+    return torch.randn(2, 100, 3, generator=torch.Generator().manual_seed(0),
+                       dtype=torch.float64)
 
 
-def test_synced_codebook_statistics_agree_across_two_gloo_processes(tmp_path):
-    """Two CPU processes on the gloo backend keep one codebook: that of one process seeing
-    both batches."""
+def _synced_process(rank, init_file, out_file):
+    """One of two gloo processes: a synced VQ layer and a synced K-Means term, each fed
+    its own batch; what they hold is saved for the parent to compare."""
     import os
-    from pathlib import Path
+
+    import torch.distributed as dist
+    from threadpoolctl import threadpool_limits
+
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=2)
+    try:
+        batch = _two_batches()[rank]
+        torch.manual_seed(rank)  # different draws on each process: resets must still agree
+        vq = SoftVectorQuantizer(5, 3, assignment="softmax", update="ema", sync=True,
+                                 decay=0.0, reset_every=2, dtype=torch.float64)
+        vq(batch)  # codes at random inputs of rank 0's batch
+        saved = {"first": vq.codebook.clone()}
+        vq(batch)  # one synced step from the same codes (decay 0: the batch means)
+        saved["second"] = vq.codebook.clone()
+        vq(batch)  # a reset of the codes without mass, drawn on rank 0
+        saved["last"] = vq.codebook.clone()
+        term = KMeansTerm(3, 3, sync=True, dtype=torch.float64)
+        with threadpool_limits(1):  # no OpenMP team in a forked process
+            term.init_centers(batch, n_init=1, random_state=rank)  # rank 0's centroids
+        saved["start"] = term.centers.clone()
+        term(batch)  # training mode: the tied temperature of both batches
+        saved["sigma"] = term.sigma.clone()
+        saved["centers"] = term.update_centers(batch, n_iter=2).centers.clone()
+        torch.save(saved, f"{out_file}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_synced_statistics_agree_across_two_gloo_processes(tmp_path):
+    """Two CPU processes on the gloo backend keep one codebook and one set of centroids
+    and temperature: those of one process seeing both batches. The processes are forked
+    from this one (no second import of torch)."""
+    import multiprocessing
 
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
-    script = tmp_path / "run.py"
-    script.write_text(_DISTRIBUTED)
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
-    out = tmp_path / "codebook"
-    procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(tmp_path / "init"),
-                               str(out)], env=env, stderr=subprocess.PIPE, text=True)
+    out = tmp_path / "state"
+    context = multiprocessing.get_context("fork")
+    procs = [context.Process(target=_synced_process, args=(rank, tmp_path / "init", out))
              for rank in range(2)]
     for proc in procs:
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err[-2000:]
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+        if proc.exitcode is None:
+            proc.kill()
+        assert proc.exitcode == 0
     ranks = [torch.load(f"{out}.{rank}") for rank in range(2)]
-    for key in ("first", "second", "last"):
-        assert torch.equal(ranks[0][key], ranks[1][key])
-    both = torch.randn(2, 100, 3, generator=torch.Generator().manual_seed(0),
-                       dtype=torch.float64).reshape(200, 3)
+    for key, value in ranks[0].items():
+        assert torch.equal(value, ranks[1][key]), key
+    both = _two_batches().reshape(200, 3)
     single = SoftVectorQuantizer(5, 3, assignment="softmax", update="ema", decay=0.0,
                                  dtype=torch.float64)
     single.initialized.fill_(True)
     single.codebook.copy_(ranks[0]["first"])
     single(both)
     np.testing.assert_allclose(ranks[0]["second"], single.codebook, rtol=1e-12)
+    term = KMeansTerm(3, 3, dtype=torch.float64)
+    term.centers.copy_(ranks[0]["start"])
+    term(both)
+    np.testing.assert_allclose(ranks[0]["sigma"], term.sigma, rtol=1e-13)
+    np.testing.assert_allclose(ranks[0]["centers"], term.update_centers(both, n_iter=2).centers,
+                               rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- documentation

@@ -50,7 +50,7 @@ def _compute_dtype(*tensors):
 def _autocast_off(tensor):
     """A context without autocast on ``tensor``'s device: products stay in the inputs' dtype."""
     device_type = tensor.device.type
-    if torch.amp.is_autocast_available(device_type):
+    if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
         return torch.autocast(device_type=device_type, enabled=False)
     return contextlib.nullcontext()
 
