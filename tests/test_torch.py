@@ -31,6 +31,15 @@ LOSSES = {
 ALPHAS = {"softmax": None, "entmax15": 1.5, "sparsemax": 2.0, "entmax125": 1.25}
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Problems of a few rows: threads only add overhead (and stall on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def problem(n=7, k=3, d=2, seed=0, dtype=torch.float64):
     gen = torch.Generator().manual_seed(seed)
     h = torch.randn(n, d, generator=gen, dtype=dtype)
@@ -261,6 +270,27 @@ def test_autocast_computes_distances_in_float32():
     assert torch.allclose(value, ref, rtol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["softmax", "entmax15", "expected"])
+def test_derivatives_under_autocast_are_float32(kind):
+    """The backward and forward-mode passes run their products outside autocast too, also
+    when backward() is called inside the autocast region."""
+    h, centers = problem(n=64, k=5, d=8, dtype=torch.float32)
+    h, centers = h * 100 + 1000, centers * 100 + 1000
+    fn = FUNCTIONS[kind]
+    tangent = torch.ones_like(h)
+    grads = []
+    for enabled in (False, True):
+        x, c = h.clone().requires_grad_(True), centers.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+            fn(x, c, 5.0, reduction="sum").backward()
+            _, jvp = torch.func.jvp(lambda a: fn(a, centers, 5.0, reduction="sum"), (h,),
+                                    (tangent,))
+        grads.append((x.grad, c.grad, jvp))
+    for ours, ref in zip(grads[1], grads[0], strict=True):
+        assert ours.dtype == torch.float32
+        np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-3)
+
+
 def test_torch_func_transforms():
     h, centers = problem(n=8, k=3)
     for alpha in (None, 1.5):
@@ -280,6 +310,149 @@ def test_torch_func_transforms():
         x = h.clone().requires_grad_(True)
         loss(centers, x).backward()
         np.testing.assert_allclose(rows.reshape(8, 2), x.grad, rtol=1e-12)
+
+
+FUNCTIONS = {**LOSSES, "expected": expected_distortion,
+             "resp": lambda h, c, s, **kw: responsibilities(h, c, s),
+             "resp15": lambda h, c, s, **kw: responsibilities(h, c, s, alpha=1.5)}
+
+
+@pytest.mark.parametrize("kind", FUNCTIONS)
+def test_forward_mode_matches_finite_differences(kind):
+    """jvp (and jvp under vmap, as jacfwd uses it) of every custom autograd Function
+    against finite differences, then forward mode over the backward pass (Hessian-vector
+    products) against finite differences of the gradient."""
+    h, centers = problem(n=6, k=3)
+    h.requires_grad_(True)
+    centers.requires_grad_(True)
+    sigma = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    fn = FUNCTIONS[kind]
+    if kind.startswith("resp"):
+        def call(a, b, s):
+            return fn(a, b, s)
+    else:
+        def call(a, b, s):
+            return fn(a, b, s, reduction="none")
+
+    assert torch.autograd.gradcheck(call, (h, centers, sigma), check_forward_ad=True,
+                                    check_backward_ad=False, check_batched_forward_grad=True,
+                                    fast_mode=True)
+    assert torch.autograd.gradgradcheck(lambda a, b: call(a, b, 0.8).sum(), (h, centers),
+                                        check_fwd_over_rev=True, check_rev_over_rev=False,
+                                        check_undefined_grad=False, fast_mode=True)
+
+
+def test_entmax_forward_mode_matches_finite_differences():
+    z = torch.randn(5, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for alpha in (1.5, 2.0, 1.25, 3.0):
+        assert torch.autograd.gradcheck(lambda x, a=alpha: entmax(x, a, dim=0),
+                                        (z.requires_grad_(True),), check_forward_ad=True,
+                                        fast_mode=True)
+
+
+@pytest.mark.parametrize("kind", LOSSES)
+@pytest.mark.parametrize("beta", [1.0, 64.0])
+def test_forward_derivative_is_the_responsibility_weighted_force(kind, beta):
+    """dF = sum_i 2 (h_i - sum_j r_ij mu_j) . dh_i + 2 sum_ij r_ij (mu_j - h_i) . dmu_j
+    - 4 sigma dsigma sum_i H(r_i): the backward pass's forces dotted with the tangents, by
+    torch.func.jvp and by torch.autograd.forward_ad; at beta = 64 those of J."""
+    import torch.autograd.forward_ad as fwAD
+
+    h, centers, sigma = margin_problem(beta)
+    loss = LOSSES[kind]
+    gen = torch.Generator().manual_seed(1)
+    dh, dmu = torch.randn(h.shape, generator=gen, dtype=h.dtype), torch.randn(
+        centers.shape, generator=gen, dtype=h.dtype)
+    primals = (h, centers, torch.tensor(sigma, dtype=torch.float64))
+    tangents = (dh, dmu, torch.tensor(0.3, dtype=torch.float64))
+
+    def total(a, b, s):
+        return loss(a, b, s, reduction="sum")
+
+    value, tangent = torch.func.jvp(total, primals, tangents)
+    leaves = [x.clone().requires_grad_(True) for x in primals]
+    total(*leaves).backward()
+    force = sum((leaf.grad * t).sum() for leaf, t in zip(leaves, tangents, strict=True))
+    np.testing.assert_allclose(tangent, force, rtol=1e-12)
+    with fwAD.dual_level():
+        dual = total(*(fwAD.make_dual(x, t) for x, t in zip(primals, tangents, strict=True)))
+        np.testing.assert_allclose(fwAD.unpack_dual(dual).tangent, tangent, rtol=1e-14)
+    if beta == 64.0:
+        _, hard = torch.func.jvp(lambda a: hard_kmeans_loss(a, centers, reduction="sum"),
+                                 (h,), (dh,))
+        _, ours = torch.func.jvp(lambda a: total(a, centers, sigma), (h,), (dh,))
+        assert hard != 0
+        np.testing.assert_allclose(ours, hard, rtol=1e-14)
+
+
+@pytest.mark.parametrize("kind", FUNCTIONS)
+def test_jacfwd_agrees_with_jacrev(kind):
+    h, centers = problem(n=5, k=3)
+    sigma = torch.tensor(0.6, dtype=torch.float64)
+    fn = FUNCTIONS[kind]
+    forward = torch.func.jacfwd(fn, argnums=(0, 1, 2))(h, centers, sigma)
+    reverse = torch.func.jacrev(fn, argnums=(0, 1, 2))(h, centers, sigma)
+    for fwd, rev in zip(forward, reverse, strict=True):
+        np.testing.assert_allclose(fwd, rev, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "entmax15", "expected"])
+def test_hessian_by_forward_over_reverse(kind):
+    """torch.func.hessian (jacfwd of jacrev) against reverse over reverse; for F_sigma the
+    block of row i is 2 I - (2 / sigma^2) sum_j r_ij (mu_j - m_i)(mu_j - m_i)^T, with
+    m_i = sum_j r_ij mu_j, and rows do not interact."""
+    h, centers = problem(n=5, k=3)
+    sigma = 0.6
+    fn = FUNCTIONS[kind]
+    hess = torch.func.hessian(lambda a: fn(a, centers, sigma, reduction="sum"))(h)
+    ref = torch.autograd.functional.hessian(
+        lambda a: fn(a, centers, sigma, reduction="sum"), h)
+    np.testing.assert_allclose(hess, ref, rtol=1e-11, atol=1e-13)
+    full = torch.func.hessian(lambda b: fn(h, b, sigma, reduction="sum"))(centers)
+    np.testing.assert_allclose(full, torch.autograd.functional.hessian(
+        lambda b: fn(h, b, sigma, reduction="sum"), centers), rtol=1e-11, atol=1e-13)
+    if kind == "softmax":
+        r = responsibilities(h, centers, sigma)
+        spread = centers[None] - (r @ centers)[:, None]  # mu_j - m_i
+        cov = torch.einsum("ij,ija,ijb->iab", r, spread, spread)
+        block = 2 * torch.eye(2, dtype=h.dtype) - 2 / sigma**2 * cov
+        expected = torch.zeros(5, 2, 5, 2, dtype=h.dtype)
+        for i in range(5):
+            expected[i, :, i] = block[i]
+        np.testing.assert_allclose(hess, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_dynamo_does_not_trace_a_custom_jvp():
+    """Why the losses drop their forward-mode rule under torch.compile. When this starts to
+    fail, Dynamo traces a custom jvp and ``_functional._with_forward_mode`` can go."""
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x * x
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+            ctx.save_for_forward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, grad):
+            return 2 * grad * ctx.saved_tensors[0]
+
+        @staticmethod
+        def jvp(ctx, tangent):
+            return 2 * tangent * ctx.saved_tensors[0]
+
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="custom jvp"):
+        torch.compile(Square.apply, fullgraph=True, backend="eager")(
+            torch.ones(2, requires_grad=True))
+
+
+def test_tied_sigma_carries_no_tangent():
+    h, centers = problem(n=20, k=3)
+    _, tangent = torch.func.jvp(lambda a: tied_sigma(a, centers), (h,), (torch.ones_like(h),))
+    assert tangent == 0
 
 
 def test_critical_ratio_and_tied_sigma():
@@ -356,27 +529,95 @@ def test_tied_temperature_follows_the_batch():
     assert term.responsibilities(h.reshape(20, 10, 3)).shape == (20, 10, 5)
 
 
+def _compiled(module):
+    """``torch.compile(module, fullgraph=True)`` on the aot_eager backend: no C compiler
+    needed, and its random draws are eager's, so results compare bit for bit."""
+    torch._dynamo.reset()
+    return torch.compile(module, fullgraph=True, backend="aot_eager")
+
+
 def test_kmeans_term_compiles_without_graph_breaks():
+    """Training mode (the batch sets the temperature) and evaluation mode, before a tied
+    temperature is set (NaN: from the batch) and after (the buffer)."""
+    import copy
+
+    h = torch.randn(16, 3, generator=torch.Generator().manual_seed(0))
+    term = KMeansTerm(4, 3)
+    module = copy.deepcopy(term)
+    compiled = _compiled(module)
+    for mode in ("eval", "train", "eval"):
+        term.train(mode == "train")
+        module.train(mode == "train")
+        x, y = (h.clone().requires_grad_(True) for _ in range(2))
+        value, eager = compiled(x), term(y)
+        value.backward()
+        eager.backward()
+        assert torch.equal(value, eager) and torch.equal(x.grad, y.grad), mode
+        torch.testing.assert_close(module.sigma, term.sigma, rtol=0, atol=0, equal_nan=True)
+
+
+def _vq_steps(vq, batches):
+    """Forward and backward of ``vq`` on each batch: outputs, input gradients and the
+    number of dead codes before each step."""
+    torch.manual_seed(1)
+    steps = []
+    for batch in batches:
+        dead = int((vq.usage < 1).sum())
+        z = batch.clone().requires_grad_(True)
+        out = vq(z)
+        (out.quantized.square().sum() + out.loss).backward()
+        steps.append((out.quantized.detach(), out.codes, out.loss.detach(), z.grad, dead))
+    return steps
+
+
+@pytest.mark.parametrize("config", [
+    {"assignment": "hard", "update": "ema", "reset_every": 2, "sync": True},
+    {"assignment": "entmax", "update": "gradient"},
+])
+def test_vector_quantizer_training_step_compiles_without_graph_breaks(config, tmp_path):
+    """fullgraph=True: the first step's initialization and the dead-code resets are
+    branches on buffer values (torch.cond while compiling), the counts a scatter. Eager
+    and compiled agree bit for bit on outputs, gradients and every buffer over steps that
+    initialize, reset, all-reduce (a one-process gloo group) and change the batch size."""
+    import copy
+
+    import torch.distributed as dist
+
+    gen = torch.Generator().manual_seed(0)
+    centers = torch.tensor([[0.0, 0.0, 0.0], [4.0, 0.0, 0.0]])
+    batches = [centers[torch.arange(n) % 2] + 0.5 * torch.randn(n, 3, generator=gen)
+               for n in (64, 64, 64, 40)]
+    eager = SoftVectorQuantizer(16, 3, decay=0.5, **config)
+    module = copy.deepcopy(eager)
+    if config.get("sync"):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0,
+                                world_size=1)
     try:
-        torch._dynamo.reset()
-        term = KMeansTerm(4, 3)
-        compiled = torch.compile(term, fullgraph=True, backend="aot_eager")
-        h = torch.randn(16, 3, requires_grad=True)
-        value = compiled(h)
-    except Exception as exc:  # noqa: BLE001 - no compiler on this platform
-        if "fullgraph" in str(exc).lower() or "graph break" in str(exc).lower():
-            raise
-        pytest.skip(f"torch.compile does not work here: {type(exc).__name__}: {exc}")
-    value.backward()
-    x = h.detach().clone().requires_grad_(True)
-    eager = term(x)
-    eager.backward()
-    assert torch.allclose(value, eager) and torch.allclose(h.grad, x.grad)
+        ours = _vq_steps(_compiled(module), batches)
+        expected = _vq_steps(eager, batches)
+    finally:
+        if config.get("sync"):
+            dist.destroy_process_group()
+    for step, (got, want) in enumerate(zip(ours, expected, strict=True)):
+        for a, b in zip(got[:4], want[:4], strict=True):
+            assert torch.equal(a, b), step
+        assert got[4] == want[4], step
+    if config.get("reset_every"):
+        assert expected[2][4] > 0  # the reset at step 2 had dead codes to move
+    for (name, a), b in zip(eager.state_dict().items(), module.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
+    if config["update"] == "gradient":
+        assert torch.equal(eager.codebook.grad, module.codebook.grad)
+
+
+def test_vector_quantizer_evaluation_compiles_without_graph_breaks():
     vq = SoftVectorQuantizer(8, 3, update="gradient")
+    h = torch.randn(16, 3)
     vq(h)  # initializes the codebook
     vq.eval()
-    out = torch.compile(vq, fullgraph=True, backend="aot_eager")(h)
-    assert torch.allclose(out.loss, vq(h).loss)
+    out = _compiled(vq)(h)
+    assert torch.equal(out.loss, vq(h).loss) and torch.equal(out.codes, vq(h).codes)
 
 
 def _digits_autoencoder():
@@ -403,24 +644,19 @@ def test_deep_clustering_on_digits_collapses_only_with_a_fixed_temperature():
     scale, lambda_max / sigma^2 stays above 1 and the clusters stay; fixed at its initial
     value, the term contracts the representation below the critical temperature and the
     clustering collapses (Prop. 9)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny layers: threads only add overhead
-    try:
-        X, y, encoder, decoder, params = _digits_autoencoder()
-        with torch.no_grad():
-            H = encoder(X)
-        term = KMeansTerm(10, 10).init_centers(H, n_init=3, random_state=0)
-        start = {"params": [p.detach().clone() for p in params],
-                 "centers": term.centers.clone(), "sigma": float(term.sigma)}
-        results = {"tied": _fine_tune(X, y, encoder, decoder, params, term)}
-        with torch.no_grad():
-            for p, s in zip(params, start["params"], strict=True):
-                p.copy_(s)
-        term = KMeansTerm(10, 10, sigma=start["sigma"])
-        term.centers.copy_(start["centers"])
-        results["fixed"] = _fine_tune(X, y, encoder, decoder, params, term)
-    finally:
-        torch.set_num_threads(threads)
+    X, y, encoder, decoder, params = _digits_autoencoder()
+    with torch.no_grad():
+        H = encoder(X)
+    term = KMeansTerm(10, 10).init_centers(H, n_init=3, random_state=0)
+    start = {"params": [p.detach().clone() for p in params],
+             "centers": term.centers.clone(), "sigma": float(term.sigma)}
+    results = {"tied": _fine_tune(X, y, encoder, decoder, params, term)}
+    with torch.no_grad():
+        for p, s in zip(params, start["params"], strict=True):
+            p.copy_(s)
+    term = KMeansTerm(10, 10, sigma=start["sigma"])
+    term.centers.copy_(start["centers"])
+    results["fixed"] = _fine_tune(X, y, encoder, decoder, params, term)
     tied_min, _, tied_nmi = results["tied"]
     _, fixed_last, fixed_nmi = results["fixed"]
     assert tied_min > 2 and tied_nmi > 0.6
@@ -443,6 +679,91 @@ def test_vector_quantizer_forward_straight_through_and_commitment():
     vq.codebook.grad = None
     out.loss.backward()
     assert vq.codebook.grad is not None
+
+
+def test_updates_under_autocast_are_float32():
+    """The closed-form and moving-average updates keep float32 statistics when the step
+    runs inside an autocast region."""
+    import copy
+
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(256, 8, generator=gen) * 30 + 500
+    terms, quantizers = [KMeansTerm(4, 8), None], [SoftVectorQuantizer(16, 8), None]
+    with torch.no_grad():
+        terms[0].centers.copy_(z[:4])
+    terms[1], quantizers[1] = copy.deepcopy(terms[0]), copy.deepcopy(quantizers[0])
+    for enabled, term, vq in zip((False, True), terms, quantizers, strict=True):
+        torch.manual_seed(0)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+            term.update_centers(z)
+            for _ in range(3):
+                vq(z)
+    np.testing.assert_allclose(terms[1].centers, terms[0].centers, rtol=1e-6)
+    for name, ref in quantizers[0].state_dict().items():
+        ours = quantizers[1].state_dict()[name]
+        np.testing.assert_allclose(ours.double(), ref.double(), rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_modules_follow_their_float32_twins(dtype):
+    """``.half()`` / ``.bfloat16()`` modules store their state in that dtype and compute in
+    float32: the centroids and codes agree with a float32 module to the storage
+    precision."""
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(300, 4, generator=gen) + torch.tensor([3.0, 0, 0, 0]) * (
+        torch.arange(300) % 3)[:, None]
+    eps = torch.finfo(dtype).eps
+    term = KMeansTerm(3, 4)
+    with torch.no_grad():
+        term.centers.copy_(z[:3])
+    low = copy_module(term).to(dtype)
+    term.update_centers(z, n_iter=5)
+    low.update_centers(z.to(dtype), n_iter=5)
+    assert low.centers.dtype == low.sigma.dtype == dtype
+    np.testing.assert_allclose(low.centers.float(), term.centers, rtol=0, atol=20 * eps * 6)
+    vq = SoftVectorQuantizer(8, 4, decay=0.9)
+    vq(z)  # initializes: both start from the same codes
+    low = copy_module(vq).to(dtype)
+    for _ in range(5):
+        vq(z)
+        low(z.to(dtype))
+    assert all(b.dtype == dtype for b in (low.codebook, low.ema_sums, low.ema_counts, low.usage))
+    np.testing.assert_allclose(low.codebook.float(), vq.codebook, rtol=0, atol=20 * eps * 6)
+    np.testing.assert_allclose(low.usage.float(), vq.usage, rtol=20 * eps)
+
+
+def copy_module(module):
+    import copy
+
+    return copy.deepcopy(module)
+
+
+def test_state_dict_round_trips_continue_training_identically():
+    """A module rebuilt from its ``state_dict`` (also through float16 and back) continues
+    exactly as the original: every piece of state is in the state dict."""
+    gen = torch.Generator().manual_seed(0)
+    batches = torch.randn(6, 64, 3, generator=gen, dtype=torch.float64)
+    for kwargs in ({"assignment": "hard", "reset_every": 2}, {"assignment": "entmax"}):
+        vq = SoftVectorQuantizer(8, 3, dtype=torch.float64, **kwargs)
+        for batch in batches[:3]:
+            vq(batch)
+        clone = SoftVectorQuantizer(8, 3, dtype=torch.float64, **kwargs)
+        clone.load_state_dict(vq.state_dict())
+        outputs = []
+        for module in (vq, clone):
+            torch.manual_seed(3)
+            outputs.append([module(batch) for batch in batches[3:]])
+        for ours, ref in zip(*outputs, strict=True):
+            assert all(torch.equal(a, b) for a, b in zip(ours, ref, strict=True))
+        for name, value in vq.state_dict().items():
+            assert torch.equal(clone.state_dict()[name], value), name
+    term = KMeansTerm(3, 3)
+    term(batches[0])  # training mode: sets the tied temperature
+    half = KMeansTerm(3, 3).half()
+    half.load_state_dict(term.state_dict())
+    back = KMeansTerm(3, 3, dtype=torch.float64).eval()
+    back.load_state_dict(half.state_dict())
+    np.testing.assert_allclose(back(batches[1]), term.eval()(batches[1]), rtol=1e-3)
 
 
 def test_vector_quantizer_state_and_usage():
@@ -510,63 +831,82 @@ def test_dead_codes_are_reset_to_inputs():
     assert (vq.codebook.norm(dim=1) < 10).all()
 
 
-_DISTRIBUTED = r"""
-import sys
-import torch
-import torch.distributed as dist
-from softkmeans.torch import SoftVectorQuantizer
-
-rank, init_file, out_file = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
-batches = torch.randn(2, 100, 3, generator=torch.Generator().manual_seed(0),
-                      dtype=torch.float64)
-torch.manual_seed(rank)  # different draws on each process: resets must still agree
-vq = SoftVectorQuantizer(5, 3, assignment="softmax", update="ema", sync=True, decay=0.0,
-                         reset_every=2, dtype=torch.float64)
-vq(batches[rank])  # codes at random inputs of rank 0's batch
-first = vq.codebook.clone()
-vq(batches[rank])  # one synced step from the same codes (decay 0: the batch means)
-second = vq.codebook.clone()
-vq(batches[rank])  # a reset of the codes without mass, drawn on rank 0
-torch.save({"first": first, "second": second, "last": vq.codebook.clone()},
-           f"{out_file}.{rank}")
-dist.destroy_process_group()
-"""
+def _two_batches():
+    return torch.randn(2, 100, 3, generator=torch.Generator().manual_seed(0),
+                       dtype=torch.float64)
 
 
-def test_synced_codebook_statistics_agree_across_two_gloo_processes(tmp_path):
-    """Two CPU processes on the gloo backend keep one codebook: that of one process seeing
-    both batches."""
+def _synced_process(rank, init_file, out_file):
+    """One of two gloo processes: a synced VQ layer and a synced K-Means term, each fed
+    its own batch; what they hold is saved for the parent to compare."""
     import os
-    from pathlib import Path
+
+    import torch.distributed as dist
+    from threadpoolctl import threadpool_limits
+
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=2)
+    try:
+        batch = _two_batches()[rank]
+        torch.manual_seed(rank)  # different draws on each process: resets must still agree
+        vq = SoftVectorQuantizer(5, 3, assignment="softmax", update="ema", sync=True,
+                                 decay=0.0, reset_every=2, dtype=torch.float64)
+        vq(batch)  # codes at random inputs of rank 0's batch
+        saved = {"first": vq.codebook.clone()}
+        vq(batch)  # one synced step from the same codes (decay 0: the batch means)
+        saved["second"] = vq.codebook.clone()
+        vq(batch)  # a reset of the codes without mass, drawn on rank 0
+        saved["last"] = vq.codebook.clone()
+        term = KMeansTerm(3, 3, sync=True, dtype=torch.float64)
+        with threadpool_limits(1):  # no OpenMP team in a forked process
+            term.init_centers(batch, n_init=1, random_state=rank)  # rank 0's centroids
+        saved["start"] = term.centers.clone()
+        term(batch)  # training mode: the tied temperature of both batches
+        saved["sigma"] = term.sigma.clone()
+        saved["centers"] = term.update_centers(batch, n_iter=2).centers.clone()
+        torch.save(saved, f"{out_file}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_synced_statistics_agree_across_two_gloo_processes(tmp_path):
+    """Two CPU processes on the gloo backend keep one codebook and one set of centroids
+    and temperature: those of one process seeing both batches. The processes are forked
+    from this one (no second import of torch)."""
+    import multiprocessing
 
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
-    script = tmp_path / "run.py"
-    script.write_text(_DISTRIBUTED)
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
-    out = tmp_path / "codebook"
-    procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(tmp_path / "init"),
-                               str(out)], env=env, stderr=subprocess.PIPE, text=True)
+    out = tmp_path / "state"
+    context = multiprocessing.get_context("fork")
+    procs = [context.Process(target=_synced_process, args=(rank, tmp_path / "init", out))
              for rank in range(2)]
     for proc in procs:
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err[-2000:]
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+        if proc.exitcode is None:
+            proc.kill()
+        assert proc.exitcode == 0
     ranks = [torch.load(f"{out}.{rank}") for rank in range(2)]
-    for key in ("first", "second", "last"):
-        assert torch.equal(ranks[0][key], ranks[1][key])
-    both = torch.randn(2, 100, 3, generator=torch.Generator().manual_seed(0),
-                       dtype=torch.float64).reshape(200, 3)
+    for key, value in ranks[0].items():
+        assert torch.equal(value, ranks[1][key]), key
+    both = _two_batches().reshape(200, 3)
     single = SoftVectorQuantizer(5, 3, assignment="softmax", update="ema", decay=0.0,
                                  dtype=torch.float64)
     single.initialized.fill_(True)
     single.codebook.copy_(ranks[0]["first"])
     single(both)
     np.testing.assert_allclose(ranks[0]["second"], single.codebook, rtol=1e-12)
+    term = KMeansTerm(3, 3, dtype=torch.float64)
+    term.centers.copy_(ranks[0]["start"])
+    term(both)
+    np.testing.assert_allclose(ranks[0]["sigma"], term.sigma, rtol=1e-13)
+    np.testing.assert_allclose(ranks[0]["centers"], term.update_centers(both, n_iter=2).centers,
+                               rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- documentation
@@ -599,14 +939,9 @@ def test_the_code_of_the_user_guide_runs(capsys):
     blocks = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", page.read_text())
     assert len(blocks) == 2
     namespace = {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for block in blocks:
-            exec(compile("\n".join(line[3:] for line in block.splitlines()), str(page), "exec"),
-                 namespace)
-    finally:
-        torch.set_num_threads(threads)
+    for block in blocks:
+        exec(compile("\n".join(line[3:] for line in block.splitlines()), str(page), "exec"),
+             namespace)
     assert namespace["labels"].shape == (512,)
     assert namespace["quantized"].shape == (32, 8, 8, 64)
     printed = capsys.readouterr().out.split()

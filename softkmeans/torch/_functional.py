@@ -10,12 +10,17 @@ underflows to zero.
 The reduced objectives are minima over the responsibilities of
 ``sum_j r_ij d_ij - tau H(r_i)``. By the envelope theorem their derivative
 with respect to ``d_ij`` is ``r_ij`` and with respect to ``tau`` is ``-H(r_i)``:
-the backward passes below use these closed forms, with no derivative of ``r``.
+the backward and forward-mode (``jvp``) passes below use these closed forms, with
+no derivative of ``r``. Where a backward pass is itself differentiated (double
+backward, ``torch.func.hessian``, forward mode over reverse mode), it
+recomputes ``r`` as a differentiable function of the inputs.
 """
 
+import contextlib
 import math
 
 import torch
+from torch.autograd import forward_ad
 
 __all__ = [
     "kmeans_loss",
@@ -42,13 +47,18 @@ def _compute_dtype(*tensors):
     return dtype
 
 
+def _autocast_off(tensor):
+    """A context without autocast on ``tensor``'s device: products stay in the inputs' dtype."""
+    device_type = tensor.device.type
+    if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type=device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
 def _sq_distances(h, mu):
     """``||h_i - mu_j||^2`` in the inputs' dtype, outside autocast, clipped at 0."""
-    device_type = h.device.type
-    if torch.amp.is_autocast_available(device_type):
-        with torch.autocast(device_type=device_type, enabled=False):
-            return _expanded_distances(h, mu)
-    return _expanded_distances(h, mu)
+    with _autocast_off(h):
+        return _expanded_distances(h, mu)
 
 
 def _expanded_distances(h, mu):
@@ -189,9 +199,44 @@ def _entmax_rows(z, alpha, prune):
     return p / p.sum(-1, keepdim=True)
 
 
+def _entmax_jacobian_product(p, alpha, v):
+    """``J v`` for the Jacobian ``J = diag(s) - s s^T / sum(s)`` of entmax at ``p``, with
+    ``s = p^(2 - alpha)`` on the support (Peters et al. 2019); ``J`` is symmetric, so this
+    is also ``v^T J``."""
+    support = p > 0
+    s = torch.where(support, torch.where(support, p, 1.0).pow(2.0 - alpha), 0.0)
+    vs = v * s
+    return vs - s * (vs.sum(-1, keepdim=True) / s.sum(-1, keepdim=True))
+
+
+def _with_forward_mode(function):
+    """Give the autograd Function ``function`` a subclass ``function.forward_mode`` whose
+    ``jvp`` is ``function.tangent``, with the tensors of ``function.saved`` kept for it.
+
+    Dynamo does not trace a Function that defines ``jvp`` (torch 2.13: "Unsupported
+    custom jvp"), so :func:`_apply` runs ``function`` itself under ``torch.compile``
+    and the subclass otherwise.
+    """
+
+    def setup_context(ctx, inputs, output):
+        function.setup_context(ctx, inputs, output)
+        ctx.save_for_forward(*function.saved(inputs, output))
+
+    function.forward_mode = type(f"{function.__name__}ForwardMode", (function,), {
+        "setup_context": staticmethod(setup_context), "jvp": staticmethod(function.tangent)})
+    return function
+
+
+def _apply(function, *args):
+    """``function.apply(*args)``, with forward-mode AD except while Dynamo traces."""
+    if torch.compiler.is_compiling():
+        return function.apply(*args)
+    return function.forward_mode.apply(*args)
+
+
+@_with_forward_mode
 class _Entmax(torch.autograd.Function):
-    """Entmax with its Jacobian ``diag(s) - s s^T / sum(s)``, ``s = p^(2 - alpha)`` on the
-    support (Peters et al. 2019)."""
+    """Entmax with its closed-form Jacobian in both the backward and the forward mode."""
 
     generate_vmap_rule = True
 
@@ -200,16 +245,23 @@ class _Entmax(torch.autograd.Function):
         return _entmax_rows(z, alpha, prune)
 
     @staticmethod
+    def saved(inputs, output):
+        return (output,)
+
+    @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.alpha = inputs[1]
-        ctx.save_for_backward(output)
+        ctx.save_for_backward(*_Entmax.saved(inputs, output))
 
     @staticmethod
     def backward(ctx, grad):
         (p,) = ctx.saved_tensors
-        s = torch.where(p > 0, p.pow(2.0 - ctx.alpha), torch.zeros_like(p))
-        gs = grad * s
-        return gs - s * (gs.sum(-1, keepdim=True) / s.sum(-1, keepdim=True)), None, None
+        return _entmax_jacobian_product(p, ctx.alpha, grad), None, None
+
+    @staticmethod
+    def tangent(ctx, tangent, _alpha, _prune):
+        (p,) = ctx.saved_tensors
+        return _entmax_jacobian_product(p, ctx.alpha, tangent)
 
 
 def entmax(scores, alpha=1.5, dim=-1):
@@ -219,7 +271,8 @@ def entmax(scores, alpha=1.5, dim=-1):
     that makes ``p`` sum to one; alpha = 1.5 and 2 (sparsemax) are exact by
     sorting, other orders use bisection to the dtype's resolution. Only the
     entries within 1 of the largest scaled score can carry mass, so the sort is
-    restricted to them. The backward pass uses the closed-form Jacobian.
+    restricted to them. The backward and forward-mode passes use the closed-form
+    Jacobian.
 
     Parameters
     ----------
@@ -244,7 +297,7 @@ def entmax(scores, alpha=1.5, dim=-1):
     """
     alpha = _check_alpha(alpha)
     z = scores.to(_compute_dtype(scores)).movedim(dim, -1)
-    return _Entmax.apply(z, alpha, True).movedim(-1, dim)
+    return _apply(_Entmax, z, alpha, True).movedim(-1, dim)
 
 
 # ----------------------------------------------------------------------------- reduced objectives
@@ -256,10 +309,16 @@ def _shifted(d, tau):
     return dmin, labels, d - dmin
 
 
+def _logits(diff, tau):
+    """``-(d - dmin) / tau``: 0 at the nearest centroid, never NaN, hard when ``tau``
+    underflows (it is clipped at the dtype's smallest normal number)."""
+    return -diff / tau.clamp_min(torch.finfo(diff.dtype).tiny)
+
+
 def _softmax_rows(d, tau):
     """Per-row ``F_sigma`` and softmax responsibilities, via ``tau log1p(S_i)``."""
     dmin, labels, diff = _shifted(d, tau)
-    w = torch.exp(torch.where(diff > 0, -diff / tau, torch.zeros_like(diff)))
+    w = torch.exp(_logits(diff, tau))
     others = w.scatter(1, labels, 0.0)
     spread = others.sum(1, keepdim=True)
     resp = others.scatter(1, labels, 1.0) / (1.0 + spread)
@@ -269,8 +328,7 @@ def _softmax_rows(d, tau):
 def _entmax_objective_rows(d, tau, alpha, prune):
     """Per-row ``sum_j r_ij d_ij - tau H_alpha(r_i)`` at the entmax responsibilities."""
     dmin, _, diff = _shifted(d, tau)
-    z = torch.where(diff > 0, -diff / tau, torch.zeros_like(diff))
-    resp = _entmax_rows(z, alpha, prune)
+    resp = _entmax_rows(_logits(diff, tau), alpha, prune)
     entropy = (1.0 - resp.pow(alpha).sum(1)) / (alpha * (alpha - 1.0))
     gap = tau * entropy - (resp * diff).sum(1)
     return dmin.squeeze(1) - gap, resp
@@ -282,21 +340,57 @@ def _entropy(resp, alpha):
     return (1.0 - resp.pow(alpha).sum(1)) / (alpha * (alpha - 1.0))
 
 
-def _differentiable_resp(h, mu, tau, alpha):
-    """Responsibilities as a differentiable function of the inputs (double backward)."""
-    d = _sq_distances(h, mu)
-    _, _, diff = _shifted(d, tau)
-    z = torch.where(diff > 0, -diff / tau, torch.zeros_like(diff))
+def _resp_from_distances(d, tau, alpha, prune):
+    """Softmax (``alpha`` None) or entmax responsibilities of the distances ``d``,
+    differentiable."""
+    z = _logits(_shifted(d, tau)[2], tau)
     if alpha is None:
         return torch.softmax(z, dim=1)
-    return _Entmax.apply(z, alpha, False)
+    return _apply(_Entmax, z, alpha, prune)
 
 
+def _differentiated(*tensors):
+    """Whether the pass running now is itself differentiated: by reverse mode (grad mode
+    is on in a backward pass only with ``create_graph``, or under ``torch.func``) or by
+    forward mode (the tensors carry tangents)."""
+    if torch.is_grad_enabled():
+        return True
+    return any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+
+
+def _pullback(weights, row_sums, h, mu, needs_h=True, needs_mu=True):
+    """Gradients from ``w_ij = dL/dd_ij`` through ``d_ij = ||h_i - mu_j||^2``:
+    ``2 (s_i h_i - sum_j w_ij mu_j)`` and ``2 (sum_i w_ij mu_j - sum_i w_ij h_i)``,
+    ``s_i = sum_j w_ij`` given as ``row_sums``."""
+    grad_h = grad_mu = None
+    with _autocast_off(h):
+        if needs_h:
+            grad_h = 2.0 * (row_sums * h - weights @ mu)
+        if needs_mu:
+            grad_mu = 2.0 * (weights.sum(0)[:, None] * mu - weights.T @ h)
+    return grad_h, grad_mu
+
+
+def _pushforward(weights, h, mu, dh, dmu):
+    """``sum_j w_ij dd_ij`` for tangents ``dh`` and ``dmu`` (None: zero) of the inputs of
+    ``d_ij = ||h_i - mu_j||^2``: the transpose of :func:`_pullback`."""
+    out = torch.zeros_like(h[:, 0])
+    with _autocast_off(h):
+        if dh is not None:
+            grad_h, _ = _pullback(weights, weights.sum(1, keepdim=True), h, mu, needs_mu=False)
+            out = out + (grad_h * dh).sum(1)
+        if dmu is not None:
+            out = out + 2.0 * (weights @ (mu * dmu).sum(1) - (h * (weights @ dmu)).sum(1))
+    return out
+
+
+@_with_forward_mode
 class _ReducedObjective(torch.autograd.Function):
     """Per-row reduced objective (softmax when ``alpha`` is None, Tsallis otherwise).
 
-    Backward: ``dF_i/dh_i = 2 (h_i - sum_j r_ij mu_j)``,
-    ``dF_i/dmu_j = 2 r_ij (mu_j - h_i)``, ``dF_i/dtau = -H(r_i)``.
+    ``dF_i = sum_j r_ij dd_ij - H(r_i) dtau``: backward
+    ``dF_i/dh_i = 2 (h_i - sum_j r_ij mu_j)``, ``dF_i/dmu_j = 2 r_ij (mu_j - h_i)``,
+    ``dF_i/dtau = -H(r_i)``, and the forward mode is the same form applied to tangents.
     """
 
     generate_vmap_rule = True
@@ -310,26 +404,33 @@ class _ReducedObjective(torch.autograd.Function):
             return _entmax_objective_rows(d, tau, alpha, prune)
 
     @staticmethod
+    def saved(inputs, output):
+        return (*inputs[:3], output[1])
+
+    @staticmethod
     def setup_context(ctx, inputs, output):
-        h, mu, tau, alpha, _ = inputs
-        ctx.alpha = alpha
+        ctx.alpha = inputs[3]
         ctx.mark_non_differentiable(output[1])
-        ctx.save_for_backward(h, mu, tau, output[1])
+        ctx.save_for_backward(*_ReducedObjective.saved(inputs, output))
 
     @staticmethod
     def backward(ctx, grad, _grad_resp):
         h, mu, tau, resp = ctx.saved_tensors
-        if torch.is_grad_enabled():  # create_graph: the gradient must depend on the inputs
-            resp = _differentiable_resp(h, mu, tau, ctx.alpha)
-        weighted = grad[:, None] * resp
-        grad_h = grad_mu = grad_tau = None
-        if ctx.needs_input_grad[0]:
-            grad_h = 2.0 * (grad[:, None] * h - weighted @ mu)
-        if ctx.needs_input_grad[1]:
-            grad_mu = 2.0 * (weighted.sum(0)[:, None] * mu - weighted.T @ h)
-        if ctx.needs_input_grad[2]:
-            grad_tau = -(grad * _entropy(resp, ctx.alpha)).sum()
+        if _differentiated(h, mu, tau):  # the gradient must depend on the inputs through r
+            resp = _resp_from_distances(_sq_distances(h, mu), tau, ctx.alpha, False)
+        needs_h, needs_mu, needs_tau = ctx.needs_input_grad[:3]
+        grad_h, grad_mu = _pullback(grad[:, None] * resp, grad[:, None], h, mu, needs_h,
+                                    needs_mu)
+        grad_tau = -(grad * _entropy(resp, ctx.alpha)).sum() if needs_tau else None
         return grad_h, grad_mu, grad_tau, None, None
+
+    @staticmethod
+    def tangent(ctx, dh, dmu, dtau, _alpha, _prune):
+        h, mu, tau, resp = ctx.saved_tensors
+        tangent = _pushforward(resp, h, mu, dh, dmu)
+        if dtau is not None:
+            tangent = tangent - _entropy(resp, ctx.alpha) * dtau
+        return tangent, None
 
 
 def _expected_distortion_rows(d, tau):
@@ -348,6 +449,7 @@ def _expected_distortion_rows(d, tau):
     return (dmin + spread).squeeze(1), resp, coef, (resp * excess * excess).sum(1) / (tau * tau)
 
 
+@_with_forward_mode
 class _ExpectedDistortion(torch.autograd.Function):
     """``D_sigma`` per row, with the derivative through the softmax in closed form."""
 
@@ -362,27 +464,27 @@ class _ExpectedDistortion(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.mark_non_differentiable(output[1])
-        ctx.save_for_backward(*inputs)
+        ctx.save_for_backward(*_ExpectedDistortion.saved(inputs, output))
+
+    @staticmethod
+    def saved(inputs, output):
+        return inputs
 
     @staticmethod
     def backward(ctx, grad, _grad_resp):
+        # differentiable torch operations: also the backward's own derivative
         h, mu, tau = ctx.saved_tensors
-        d = _sq_distances(h, mu)
-        if torch.is_grad_enabled():  # create_graph: plain autograd of the same expression
-            with torch.enable_grad():
-                _, _, diff = _shifted(d, tau)
-                z = torch.where(diff > 0, -diff / tau, torch.zeros_like(diff))
-                value = (torch.softmax(z, dim=1) * d).sum(1)
-                needs = ctx.needs_input_grad
-                wanted = [x for x, need in zip((h, mu, tau), needs, strict=True) if need]
-                found = iter(torch.autograd.grad(value, wanted, grad, create_graph=True,
-                                                 allow_unused=True))
-                return tuple(next(found) if need else None for need in ctx.needs_input_grad)
-        _, _, coef, dtau = _expected_distortion_rows(d, tau)
+        _, _, coef, dtau = _expected_distortion_rows(_sq_distances(h, mu), tau)
         weighted = grad[:, None] * coef
-        grad_h = 2.0 * (weighted.sum(1, keepdim=True) * h - weighted @ mu)
-        grad_mu = 2.0 * (weighted.sum(0)[:, None] * mu - weighted.T @ h)
+        grad_h, grad_mu = _pullback(weighted, weighted.sum(1, keepdim=True), h, mu)
         return grad_h, grad_mu, (grad * dtau).sum()
+
+    @staticmethod
+    def tangent(ctx, dh, dmu, dtau):
+        h, mu, tau = ctx.saved_tensors
+        _, _, coef, dd_dtau = _expected_distortion_rows(_sq_distances(h, mu), tau)
+        tangent = _pushforward(coef, h, mu, dh, dmu)
+        return (tangent if dtau is None else tangent + dd_dtau * dtau), None
 
 
 
@@ -452,7 +554,7 @@ def kmeans_loss(h, centers, sigma, *, reduction="mean", weight=None):
     [[-1.0, 0.0], [0.0, -2.0]]
     """
     rows, mu, tau = _prepare(h, centers, sigma)
-    values, _ = _ReducedObjective.apply(rows, mu, tau, None, True)
+    values, _ = _apply(_ReducedObjective, rows, mu, tau, None, True)
     return _reduce(values, reduction, h.shape[:-1], weight)
 
 
@@ -489,7 +591,7 @@ def entmax_kmeans_loss(h, centers, sigma, alpha=1.5, *, reduction="mean", weight
     1.25
     """
     rows, mu, tau = _prepare(h, centers, sigma)
-    values, _ = _ReducedObjective.apply(rows, mu, tau, _check_alpha(alpha), True)
+    values, _ = _apply(_ReducedObjective, rows, mu, tau, _check_alpha(alpha), True)
     return _reduce(values, reduction, h.shape[:-1], weight)
 
 
@@ -549,7 +651,7 @@ def expected_distortion(h, centers, sigma, *, reduction="mean", weight=None):
     1.0
     """
     rows, mu, tau = _prepare(h, centers, sigma)
-    values, _ = _ExpectedDistortion.apply(rows, mu, tau)
+    values, _ = _apply(_ExpectedDistortion, rows, mu, tau)
     return _reduce(values, reduction, h.shape[:-1], weight)
 
 
@@ -581,13 +683,8 @@ def responsibilities(h, centers, sigma, alpha=None):
     [[1.0, 0.0], [0.5, 0.5]]
     """
     rows, mu, tau = _prepare(h, centers, sigma)
-    d = _sq_distances(rows, mu)
-    _, _, diff = _shifted(d, tau)
-    z = torch.where(diff > 0, -diff / tau, torch.zeros_like(diff))
-    if alpha is None:
-        resp = torch.softmax(z, dim=1)
-    else:
-        resp = _Entmax.apply(z, _check_alpha(alpha), True)
+    alpha = None if alpha is None else _check_alpha(alpha)
+    resp = _resp_from_distances(_sq_distances(rows, mu), tau, alpha, True)
     return resp.reshape(*h.shape[:-1], mu.shape[0])
 
 
@@ -630,7 +727,7 @@ def tied_sigma(h, centers, relative_sigma=0.1, weight=None):
         raise ValueError("relative_sigma must be a positive finite number; got "
                          f"{relative_sigma!r}.")
     rows, mu, _ = _prepare(h, centers)
-    dmin = _sq_distances(rows, mu).min(1).values
+    dmin = _sq_distances(rows.detach(), mu.detach()).min(1).values
     mean = _reduce(dmin, "mean", h.shape[:-1], weight)
     return (c * mean).sqrt()
 

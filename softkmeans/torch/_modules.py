@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ._functional import (
+    _autocast_off,
     _check_alpha,
     _check_sigma,
     _compute_dtype,
@@ -40,6 +41,73 @@ def _check_count(value, name):
     return value
 
 
+def _branch(pred, if_true, if_false, operands):
+    """``if_true(*operands)`` where the boolean scalar tensor ``pred`` holds, else
+    ``if_false(*operands)``: a Python branch when eager, ``torch.cond`` while Dynamo
+    traces, so that bookkeeping on buffer values compiles without a graph break.
+
+    Both functions return tensors of the same shapes and dtypes and leave their
+    operands unchanged (``torch.cond``'s contract).
+    """
+    if torch.compiler.is_compiling():
+        return torch.cond(pred, if_true, if_false, tuple(operands))
+    return (if_true if bool(pred) else if_false)(*operands)
+
+
+def _unchanged(rows, *state):
+    """The side of a :func:`_branch` on ``(rows, *state)`` that keeps the state (copies
+    while compiling: ``torch.cond`` allows no aliasing)."""
+    if torch.compiler.is_compiling():
+        return tuple(t.clone() for t in state)
+    return state
+
+
+def _moving_average(buffer, value, decay):
+    """``decay * buffer + (1 - decay) * value`` in the dtype of ``value``, stored once."""
+    buffer.copy_(buffer.to(value.dtype) * decay + (1 - decay) * value)
+
+
+class _Collective:
+    """Sums of statistics over the processes of ``self.process_group`` when ``self.sync``
+    is set and ``torch.distributed`` is initialized (this process alone otherwise).
+    All-reduces only: Dynamo traces them (not a broadcast)."""
+
+    def _synced(self):
+        if not self.sync:
+            return False
+        import torch.distributed as dist
+
+        return dist.is_available() and dist.is_initialized()
+
+    def _sum_over_processes(self, tensors):
+        """All-reduce ``tensors`` in place (a no-op unless synced); returns them."""
+        if self._synced():
+            import torch.distributed as dist
+
+            for tensor in tensors:
+                dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.process_group)
+        return tensors
+
+    def _from_first_process(self, tensor):
+        """``tensor`` as the group's first process has it, on every process when synced
+        (an all-reduce of it and zeros: exact)."""
+        if not self._synced():
+            return tensor
+        import torch.distributed as dist
+
+        if dist.get_rank(self.process_group) != 0:
+            tensor = torch.zeros_like(tensor)
+        return self._sum_over_processes([tensor])[0]
+
+    def _nearest_sum_count(self, rows, centers):
+        """Sum over the rows of the squared distance to the nearest centroid, and the
+        number of rows, over the processes."""
+        dmin = _sq_distances(rows, centers).min(1).values
+        total = dmin.sum()
+        stats = torch.stack([total, total.new_full((), dmin.shape[0])])
+        return self._sum_over_processes([stats])[0]
+
+
 def _hard(rows, centers):
     """One-hot responsibilities of the nearest centroid."""
     labels = _sq_distances(rows, centers).argmin(1)
@@ -53,7 +121,7 @@ def _assignments(rows, centers, sigma, alpha):
     return responsibilities(rows, centers, sigma, alpha=alpha)
 
 
-class KMeansTerm(nn.Module):
+class KMeansTerm(_Collective, nn.Module):
     """K-Means term of a network: ``F_sigma`` or ``F^(alpha)`` of its representations.
 
     Holds the centroids and the temperature. Add ``gamma * term(h)`` to a loss that
@@ -88,6 +156,14 @@ class KMeansTerm(nn.Module):
     reduction : {"mean", "sum"}, default="mean"
         Mean over the rows of the batch (independent of the batch size) or the sum
         (the objective as the paper writes it).
+    sync : bool, default=False
+        With ``torch.distributed`` initialized, let every process of ``process_group``
+        keep the same centroids and temperature: the tied temperature's mean distance
+        and the masses and sums of :meth:`update_centers` are all-reduced (the result
+        of one process holding every batch), and :meth:`init_centers` takes the first
+        process's centroids. :meth:`critical_ratio` stays local.
+    process_group : optional
+        For ``sync``; the default group when None.
     device, dtype : optional
         Of the centroids.
 
@@ -115,7 +191,8 @@ class KMeansTerm(nn.Module):
     """
 
     def __init__(self, n_clusters, dim, sigma=None, relative_sigma=0.1, alpha=None, *,
-                 learn_centers=False, reduction="mean", device=None, dtype=None):
+                 learn_centers=False, reduction="mean", sync=False, process_group=None,
+                 device=None, dtype=None):
         super().__init__()
         self.n_clusters = _check_count(n_clusters, "n_clusters")
         self.dim = _check_count(dim, "dim")
@@ -125,6 +202,7 @@ class KMeansTerm(nn.Module):
         if reduction not in ("mean", "sum"):
             raise ValueError(f"reduction must be 'mean' or 'sum'; got {reduction!r}.")
         self.reduction = reduction
+        self.sync, self.process_group = bool(sync), process_group
         centers = torch.randn(n_clusters, dim, device=device, dtype=dtype)
         if learn_centers:
             self.centers = nn.Parameter(centers)
@@ -157,13 +235,31 @@ class KMeansTerm(nn.Module):
             The temperature in use.
         """
         if self.tied:
-            self.sigma.copy_(tied_sigma(h.detach(), self.centers.detach(), self.relative_sigma))
+            self.sigma.copy_(self._tied(h.detach(), self.centers.detach(), self.sigma))
         return self.sigma
 
     def _temperature(self, h):
-        if self.tied and (self.training or bool(torch.isnan(self.sigma))):
-            return tied_sigma(h.detach(), self.centers.detach(), self.relative_sigma)
-        return self.sigma
+        """The batch's tied temperature in training mode (or before one is set), else the
+        buffer."""
+        if not self.tied:
+            return self.sigma
+        if self.training:
+            return self._tied(h.detach(), self.centers.detach(), self.sigma)
+        return _branch(torch.isnan(self.sigma), self._tied, self._stored,
+                       (h.detach(), self.centers.detach(), self.sigma))
+
+    def _tied(self, h, centers, sigma):
+        """:func:`tied_sigma` of ``h``, or of every process's batch when synced."""
+        if not self._synced():
+            return tied_sigma(h, centers, self.relative_sigma)
+        dtype = _compute_dtype(h, centers)
+        total, count = self._nearest_sum_count(h.reshape(-1, self.dim).to(dtype),
+                                               centers.to(dtype))
+        return (self.relative_sigma * (total / count)).sqrt()
+
+    @staticmethod
+    def _stored(h, centers, sigma):
+        return sigma.to(_compute_dtype(h, centers), copy=True)
 
     def forward(self, h):
         """The K-Means term of the batch ``h`` (shape ``(..., dim)``), a scalar.
@@ -220,8 +316,8 @@ class KMeansTerm(nn.Module):
             resp = responsibilities(rows, centers, sigma, alpha=self.alpha)
             if w is not None:
                 resp = resp * w
-            mass = resp.sum(0)
-            sums = resp.T @ rows
+            with _autocast_off(rows):
+                mass, sums = self._sum_over_processes([resp.sum(0), resp.T @ rows])
             new = torch.where(mass[:, None] > 0, sums / mass.clamp_min(
                 torch.finfo(dtype).tiny)[:, None], centers)
             self.centers.copy_(new)
@@ -245,7 +341,8 @@ class KMeansTerm(nn.Module):
 
         rows = h.detach().reshape(-1, self.dim).to("cpu", torch.float64).numpy()
         fitted = KMeans(self.n_clusters, n_init=n_init, random_state=random_state).fit(rows)
-        self.centers.copy_(torch.as_tensor(fitted.cluster_centers_).to(self.centers))
+        centers = torch.as_tensor(fitted.cluster_centers_).to(self.centers)
+        self.centers.copy_(self._from_first_process(centers))
         self.update_sigma(h)
         return self
 
@@ -325,14 +422,7 @@ def code_usage(codes, num_codes):
     return round(float(entropy.exp()), 12), int((counts > 0).sum())
 
 
-def _all_reduce(tensors, group):
-    import torch.distributed as dist
-
-    for tensor in tensors:
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
-
-
-class SoftVectorQuantizer(nn.Module):
+class SoftVectorQuantizer(_Collective, nn.Module):
     """Vector quantizer whose codebook follows hard, softmax or entmax responsibilities.
 
     The forward pass quantizes every vector (last dimension) to its nearest code,
@@ -446,74 +536,69 @@ class SoftVectorQuantizer(nn.Module):
         return (f"num_codes={self.num_codes}, dim={self.dim}, assignment={self.assignment!r}, "
                 f"update={self.update!r}")
 
-    def _synced(self):
-        if not self.sync:
-            return False
-        import torch.distributed as dist
-
-        return dist.is_available() and dist.is_initialized()
-
     def _sigma(self, rows, codebook):
         """The temperature of soft assignments (None for hard ones)."""
         if self.assignment == "hard":
             return None
         if self.fixed_sigma is not None:
             return self.fixed_sigma
-        dmin = _sq_distances(rows, codebook).min(1).values
-        stats = torch.stack([dmin.sum(), torch.tensor(float(dmin.numel()), device=rows.device,
-                                                      dtype=rows.dtype)])
-        if self._synced():
-            _all_reduce([stats], self.process_group)
-        return (self.relative_sigma * stats[0] / stats[1]).clamp_min(
+        total, count = self._nearest_sum_count(rows, codebook)
+        return (self.relative_sigma * total / count).clamp_min(
             torch.finfo(rows.dtype).tiny).sqrt()
 
     def _random_rows(self, rows, count):
-        """``count`` random rows of the batch, the same on every process when synced."""
+        """``count`` random rows of the batch (those of the first process when synced)."""
         picks = rows[torch.randint(rows.shape[0], (count,), device=rows.device)]
-        if self._synced():
-            import torch.distributed as dist
-
-            dist.broadcast(picks, src=0, group=self.process_group)
-        return picks
+        return self._from_first_process(picks)
 
     @torch.no_grad()
-    def _initialize(self, rows):
-        self.codebook.copy_(self._random_rows(rows, self.num_codes))
-        self.ema_sums.zero_()  # no prior mass: a code goes to the weighted mean of its
-        self.ema_counts.zero_()  # first responsibilities, however small they are
+    def _maintain(self, rows):
+        """Codes at random inputs on the first training step; on every later step that is
+        a multiple of ``reset_every``, dead codes reset. Before the codebook enters the
+        step's graph; tensor operations throughout, so that it compiles."""
+        buffers = (self.codebook.detach(), self.ema_sums, self.ema_counts, self.usage)
+        later = _unchanged if self.reset_every is None else self._reset_if_due
+        state = _branch(self.initialized, later, self._initial, (rows, *buffers))
+        for buffer, value in zip(buffers, state, strict=True):
+            buffer.copy_(value)  # a no-op where the state is the buffer itself
         self.initialized.fill_(True)
+
+    def _reset_if_due(self, rows, *state):
+        due = self.steps % self.reset_every == 0
+        return _branch(due, self._reset_dead, _unchanged, (rows, *state))
+
+    def _initial(self, rows, codebook, sums, counts, usage):
+        # no prior mass: a code goes to the weighted mean of its first responsibilities,
+        # however small they are
+        return (self._random_rows(rows, self.num_codes).to(codebook), torch.zeros_like(sums),
+                torch.zeros_like(counts), usage.clone())
+
+    def _reset_dead(self, rows, codebook, sums, counts, usage):
+        dead = usage < 1.0
+        fresh = self._random_rows(rows, int(dead.sum())).to(codebook)
+        return (codebook.index_put((dead,), fresh), torch.where(dead[:, None], 0.0, sums),
+                torch.where(dead, 0.0, counts), torch.where(dead, 1.0, usage))
 
     @torch.no_grad()
     def _train_step(self, rows, codes):
         dtype = rows.dtype
         codebook = self.codebook.detach().to(dtype)
-        hard_counts = torch.bincount(codes, minlength=self.num_codes).to(dtype)
+        hard_counts = torch.zeros(self.num_codes, dtype=dtype, device=rows.device).index_add_(
+            0, codes, torch.ones_like(codes, dtype=dtype))
         stats = [hard_counts]
         if self.update == "ema":
             resp = _assignments(rows, codebook, self._sigma(rows, codebook), self.alpha)
-            stats += [resp.sum(0), resp.T @ rows]
-        if self._synced():
-            _all_reduce(stats, self.process_group)
-        self.usage.mul_(self.decay).add_((1 - self.decay) * stats[0])
+            with _autocast_off(rows):
+                stats += [resp.sum(0), resp.T @ rows]
+        self._sum_over_processes(stats)
+        _moving_average(self.usage, stats[0], self.decay)
         if self.update == "ema":
-            self.ema_counts.mul_(self.decay).add_((1 - self.decay) * stats[1])
-            self.ema_sums.mul_(self.decay).add_((1 - self.decay) * stats[2])
+            _moving_average(self.ema_counts, stats[1], self.decay)
+            _moving_average(self.ema_sums, stats[2], self.decay)
             counts = self.ema_counts[:, None]
             means = self.ema_sums / counts.clamp_min(torch.finfo(counts.dtype).tiny)
             self.codebook.copy_(torch.where(counts > 0, means, self.codebook))
         self.steps.add_(1)
-
-    @torch.no_grad()
-    def _reset_dead(self, rows):
-        dead = self.usage < 1.0
-        count = int(dead.sum())
-        if count == 0:
-            return
-        fresh = self._random_rows(rows, count).to(self.codebook)
-        self.codebook[dead] = fresh
-        self.ema_sums[dead] = 0.0
-        self.ema_counts[dead] = 0.0
-        self.usage[dead] = 1.0
 
     def forward(self, z):
         """Quantize ``z`` (shape ``(..., dim)``); returns a :class:`VQOutput`."""
@@ -522,10 +607,7 @@ class SoftVectorQuantizer(nn.Module):
         dtype = _compute_dtype(z, self.codebook)
         rows = z.reshape(-1, self.dim).to(dtype)
         if self.training:
-            if not bool(self.initialized):
-                self._initialize(rows.detach())
-            elif self.reset_every is not None and int(self.steps) % self.reset_every == 0:
-                self._reset_dead(rows.detach())  # before the codebook enters this step's graph
+            self._maintain(rows.detach())
         codebook = self.codebook.to(dtype)
         with torch.no_grad():
             codes = _sq_distances(rows.detach(), codebook.detach()).argmin(1)
