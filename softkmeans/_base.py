@@ -240,13 +240,17 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training data; CSR sparse matrices and pandas frames are accepted,
-            float32 and float64 are kept.
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            Training data; CSR sparse matrices, pandas frames and (SoftKMeans,
+            EntmaxKMeans) dask arrays and DataFrames are accepted, float32 and
+            float64 are kept. A dask collection is fitted block by block (see the
+            user guide's page on scaling): ``init="k-means++"`` is then k-means||,
+            and ``labels_`` and ``margins_`` are dask arrays.
         y : Ignored
             Not used, present for API consistency.
         sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weight of each observation; None gives equal weights.
+            Non-negative weight of each observation; None gives equal weights. A
+            dask array for a dask X.
 
         Returns
         -------
@@ -386,7 +390,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            A dask array (or DataFrame) gives a lazy dask array chunked like
+            its rows.
 
         Returns
         -------
@@ -405,7 +411,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            A dask array (or DataFrame) gives a lazy dask array chunked like
+            its rows.
 
         Returns
         -------
@@ -421,7 +429,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            A dask array (or DataFrame) gives a lazy dask array chunked like
+            its rows.
 
         Returns
         -------
@@ -443,7 +453,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            A dask array (or DataFrame) gives a lazy dask array chunked like
+            its rows.
 
         Returns
         -------

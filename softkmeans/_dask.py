@@ -17,7 +17,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils.validation import _check_feature_names, _check_n_features, check_is_fitted
 
-from ._dask_engine import BlockwiseEngine
+from ._dask_engine import BlockwiseEngine, one_blas_thread
 
 __all__ = ["fit_blocks", "map_rows", "weighted_mean"]
 
@@ -69,6 +69,7 @@ def map_rows(estimator, method, X):
                         chunks=(X.chunks[0], (k,)), dtype=X.dtype, meta=X._meta)
 
 
+@one_blas_thread
 def _apply(block, model, method, dtype):
     if not block.shape[0]:  # an in-memory method refuses empty input
         k = model.cluster_centers_.shape[0]

@@ -36,7 +36,9 @@ class EntmaxKMeans(FixedTemperatureKMeans):
     empty_cluster : {"reseed", "keep"}, default="reseed"
         A centroid that receives no mass moves onto the observation farthest
         from its centroid (as scikit-learn's ``KMeans`` relocates an empty
-        cluster), or stays in place (the objective still decreases).
+        cluster), or stays in place (the objective still decreases). In
+        :meth:`partial_fit`: a centroid without running mass moves onto the
+        batch's observation farthest from its nearest centroid, or stays.
     init, n_init, max_iter, tol, random_state, backend, n_threads, verbose, record_path, decay
         As in :class:`SoftKMeans`.
 
