@@ -37,6 +37,8 @@ __all__ = ["BlockwiseEngine"]
 _HARD = RelaxationSpec("hard")
 #: Rows of the first block that give the engine its precision and its distance shift.
 _HEAD_ROWS = 4096
+#: Entries of the float64 copies that a task makes of its block at a time.
+_FLOAT64_ENTRIES = 1 << 20
 
 
 _hold_lock = threading.Lock()
@@ -116,12 +118,21 @@ def _max_sq_distances(block, weights, points, options):
     return block_engine(block, weights, options).max_sq_distances(points)[None]
 
 
+def _float64_rows(block, shift):
+    """``(rows, block[rows] - shift)`` in float64, a bounded number of entries at a time."""
+    step = max(1, _FLOAT64_ENTRIES // max(1, block.shape[1]))
+    for start in range(0, block.shape[0], step):
+        rows = slice(start, start + step)
+        part = np.asarray(to_numpy(block[rows]), dtype=np.float64)
+        yield rows, part if shift is None else part - shift
+
+
 def _shifted_sq_norms(block, shift):
     """``||x_i - shift||^2`` of one block's rows, in float64."""
-    rows = np.asarray(to_numpy(block), dtype=np.float64)
-    if shift is not None:
-        rows = rows - shift
-    return np.einsum("ij,ij->i", rows, rows)
+    out = np.empty(block.shape[0])
+    for rows, part in _float64_rows(block, shift):
+        np.einsum("ij,ij->i", part, part, out=out[rows])
+    return out
 
 
 @one_blas_thread
@@ -129,13 +140,14 @@ def _moments(block, weights, pivot, scale):
     """``sum w y y^T``, ``sum w y`` and ``sum w`` of one block, ``y = x - pivot``, as a row."""
     d = block.shape[1]
     out = np.zeros((1, d * d + d + 1))
-    if block.shape[0]:
-        y = np.asarray(to_numpy(block), dtype=np.float64) - pivot
-        w = np.ones(len(y)) if weights is None else to_numpy(weights)[:, 0] * scale
-        wy = y * w[:, None]
-        out[0, :d * d] = (wy.T @ y).ravel()
-        out[0, d * d:-1] = wy.sum(axis=0)
-        out[0, -1] = w.sum()
+    w = None if weights is None else to_numpy(weights)[:, 0] * scale
+    gram, total = np.zeros((d, d)), np.zeros(d)
+    for rows, y in _float64_rows(block, pivot):
+        wy = y if w is None else y * w[rows, None]
+        gram += wy.T @ y
+        total += wy.sum(axis=0)
+    out[0, :d * d], out[0, d * d:-1] = gram.ravel(), total
+    out[0, -1] = block.shape[0] if w is None else w.sum()
     return out
 
 

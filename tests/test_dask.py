@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 from _helpers import make_mixture
+from sklearn.base import clone
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 
@@ -54,6 +55,17 @@ def test_a_fit_over_blocks_equals_the_in_memory_fit(data, name, weighted):
     assert type(b.cluster_centers_) is np.ndarray
     if isinstance(a, EntmaxKMeans):
         assert b.n_unidentified_ == pytest.approx(a.n_unidentified_, rel=1e-10)
+
+
+def test_reseeding_and_coinciding_starts_over_blocks(data):
+    X, _, init = data
+    far = np.vstack([init[:3], [[50.0, 50.0, 50.0]]])  # an empty cluster: reseeded
+    copies = np.vstack([init[:2], init[:2]])  # equal starts: moved apart
+    for model in (EntmaxKMeans(4, sigma=0.3, init=far), SoftKMeans(4, sigma=0.5, init=copies)):
+        a = clone(model).fit(X)
+        b = clone(model).fit(_chunked(X, 450))
+        np.testing.assert_allclose(b.cluster_centers_, a.cluster_centers_, rtol=1e-10,
+                                   atol=1e-10)
 
 
 def test_empty_and_unknown_chunks(data):
