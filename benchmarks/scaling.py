@@ -22,7 +22,7 @@ every 5 ms: what a memory budget has to hold; file-backed pages of a map are
 page cache the kernel can reclaim) and, for ``dask-local``, the workers' peak
 RSS. Run from the repository root, under the heavy lock::
 
-    OPENBLAS_CORETYPE=SkylakeX python benchmarks/scaling.py --n 2000000 --d 32 --k 100
+    python benchmarks/scaling.py --n 2000000 --d 32 --k 100
 """
 
 import argparse

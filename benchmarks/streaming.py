@@ -8,17 +8,18 @@ over shuffled batches for 1 and 3 epochs, and ``MiniBatchKMeans`` (same batch
 size, 1 and 3 epochs, no early stop).
 
 ``dead``: on a mixture whose component sizes follow Zipf's law (many small
-clusters), a stream of batches from k-means++ seeds on the first batch:
+clusters), a stream of batches from k-means++ (or uniformly drawn) seeds on the
+first batch:
 how many centres ``MiniBatchKMeans.partial_fit`` reassigns (its rule: a
 centre whose count is below 1% of the largest), how many centroids of
 ``SoftKMeans.partial_fit`` end below that same 1% of running mass, in how
-many batches some centroid got exactly no mass, and how many centroids
+many batches some softmax centroid got exactly no mass, and how many centroids
 ``EntmaxKMeans.partial_fit`` (``empty_cluster="reseed"``) reseeded.
 
 Run from the repository root, under the heavy lock::
 
-    OPENBLAS_CORETYPE=SkylakeX python benchmarks/streaming.py minibatch --n 1000000
-    OPENBLAS_CORETYPE=SkylakeX python benchmarks/streaming.py dead --n 200000
+    python benchmarks/streaming.py minibatch --n 1000000
+    python benchmarks/streaming.py dead --n 200000 --init random
 """
 
 import argparse
@@ -38,6 +39,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.metrics import pairwise_distances_argmin_min  # noqa: E402
 
 from softkmeans import EntmaxKMeans, SoftKMeans  # noqa: E402
+from softkmeans._backends import get_engine  # noqa: E402
 
 
 def mixture(n, d, k, sizes="equal", seed=0):
@@ -100,7 +102,11 @@ def _stream(model, X, batches):
 def dead(args):
     X = mixture(args.n, args.d, args.k, sizes="zipf", seed=args.seed)
     batches = list(_batches(len(X), args.batch_size, args.epochs, seed=args.seed))
-    seeds, _ = kmeans_plusplus(X[batches[0]], args.k, random_state=args.seed)
+    first = X[batches[0]]
+    if args.init == "k-means++":
+        seeds, _ = kmeans_plusplus(first, args.k, random_state=args.seed)
+    else:
+        seeds = first[np.random.default_rng(args.seed).choice(len(first), args.k, replace=False)]
     mbk = MiniBatchKMeans(args.k, init=seeds, n_init=1, batch_size=args.batch_size, verbose=1)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -110,17 +116,19 @@ def dead(args):
                      if "Reassigning" in line)
     soft, starved_batches = SoftKMeans(args.k, init=seeds), 0
     for rows in batches:
-        before = soft._stream.masses.copy() if hasattr(soft, "_stream") else 0.0
+        if hasattr(soft, "_stream"):  # the batch's own masses at the centroids it meets
+            masses = get_engine("auto", X[rows]).estep(soft._stream.centers,
+                                                        soft._stream.spec).masses
+            starved_batches += bool(np.any(masses == 0))
         soft.partial_fit(X[rows])
-        starved_batches += bool(np.any(soft._stream.masses - before <= 0))
     masses = soft._stream.masses
     entmax = _stream(EntmaxKMeans(args.k, init=seeds), X, batches)
     print(f"n={args.n} d={args.d} k={args.k}, Zipf sizes, {len(batches)} batches of "
-          f"{args.batch_size}")
+          f"{args.batch_size}, init={args.init} on the first batch")
     print(f"MiniBatchKMeans centres reassigned:                 {reassigned}")
     print(f"SoftKMeans centroids below 1% of the largest mass:  "
           f"{int(np.count_nonzero(masses < 0.01 * masses.max()))}")
-    print(f"SoftKMeans batches in which a centroid got no mass: {starved_batches}")
+    print(f"SoftKMeans batches giving a centroid exactly 0 mass: {starved_batches}")
     print(f"EntmaxKMeans centroids reseeded:                    {entmax._stream.n_reseeded}")
     print(f"J / J_MiniBatchKMeans: SoftKMeans "
           f"{distortion(X, soft.cluster_centers_) / distortion(X, mbk.cluster_centers_):.4f}, "
@@ -137,6 +145,8 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=4096)
     parser.add_argument("--epochs", type=int, default=2, help="dead: passes over the data")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init", choices=["k-means++", "random"], default="k-means++",
+                        help="dead: the seeds, drawn from the first batch")
     args = parser.parse_args(argv)
     (minibatch if args.case == "minibatch" else dead)(args)
 

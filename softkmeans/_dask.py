@@ -139,8 +139,12 @@ def _blocks_weights(sample_weight, X):
     """Validated float64 weights chunked like the rows of ``X`` (a dask array), or None."""
     if sample_weight is None:
         return None
+    if hasattr(sample_weight, "to_dask_array"):  # a dask Series
+        sample_weight = sample_weight.to_dask_array(lengths=True)
     if not isinstance(sample_weight, da.Array):
         sample_weight = np.asarray(sample_weight, dtype=np.float64)
+    elif any(np.isnan(c) for c in sample_weight.chunks[0]):
+        sample_weight = sample_weight.compute_chunk_sizes()
     if sample_weight.ndim != 1 or sample_weight.shape[0] != X.shape[0]:
         raise ValueError(f"sample_weight.shape == {sample_weight.shape}, expected "
                          f"{(X.shape[0],)}!")

@@ -119,6 +119,10 @@ def test_a_dask_dataframe_is_accepted_with_its_feature_names(data):
     b = SoftKMeans(4, init=init).fit(dd.from_pandas(frame, npartitions=3))
     np.testing.assert_array_equal(b.feature_names_in_, ["a", "b", "c"])
     _assert_same_fit(a, b)
+    weighted = dd.from_pandas(frame.assign(w=np.arange(len(X)) % 3 + 1.0), npartitions=3)
+    c = SoftKMeans(4, init=init).fit(weighted[["a", "b", "c"]], sample_weight=weighted["w"])
+    d = SoftKMeans(4, init=init).fit(X, sample_weight=np.arange(len(X)) % 3 + 1.0)
+    np.testing.assert_allclose(c.cluster_centers_, d.cluster_centers_, rtol=1e-10)
     renamed = dd.from_pandas(frame.rename(columns={"a": "z"}), npartitions=3)
     with pytest.raises(ValueError, match="feature names"):
         b.predict(renamed)
