@@ -36,6 +36,7 @@ autodoc_default_options = {
     # scikit-learn's generated metadata-routing methods and its set_output cite labels of its
     # own docs (set_output is described on the estimators page)
     "exclude-members": "set_fit_request,set_score_request,set_predict_request,"
+                       "set_partial_fit_request,"
                        "set_transform_request,get_metadata_routing,set_output",
 }
 numpydoc_show_inherited_class_members = False

@@ -31,7 +31,9 @@ from ._backends import BACKENDS, get_engine
 from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.seeding import separate_coincident
+from ._core.streaming import start_stream, stream_step
 from ._core.temperature import AUTO_SIGMA_SHRINK, auto_sigma, exact_zero_distances, lambda_max
+from ._dask_dispatch import is_dask_collection, over_dask_blocks
 from ._validation import (
     N_THREADS_CONSTRAINT,
     canonical_csr,
@@ -84,6 +86,9 @@ def _at_stored_precision(run, dtype, engine):
 class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
                      BaseEstimator):
     """Shared machinery of the soft K-Means estimators (not for direct use)."""
+
+    #: Whether ``fit`` takes a dask collection (:func:`softkmeans._dask.fit_blocks`).
+    _fits_blocks = False
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
@@ -217,6 +222,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                 )
             check_init_magnitude(centers, X.dtype, "The init callable's result")
             return centers
+        if hasattr(engine, "draw_seeds"):  # data in blocks (dask): k-means|| or a weighted draw
+            return engine.draw_seeds(self.init, k, rng)
         if self.init == "random":
             rows = rng.choice(X.shape[0], size=k, replace=False, p=w / w.sum())
             return np.vstack([engine.row(i) for i in rows])
@@ -233,13 +240,17 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training data; CSR sparse matrices and pandas frames are accepted,
-            float32 and float64 are kept.
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            Training data; CSR sparse matrices, pandas frames and (SoftKMeans,
+            EntmaxKMeans) dask arrays and DataFrames are accepted, float32 and
+            float64 are kept. A dask collection is fitted block by block (see the
+            user guide's page on scaling): ``init="k-means++"`` is then k-means||,
+            and ``labels_`` and ``margins_`` are dask arrays.
         y : Ignored
             Not used, present for API consistency.
         sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weight of each observation; None gives equal weights.
+            Non-negative weight of each observation; None gives equal weights. A
+            dask array for a dask X.
 
         Returns
         -------
@@ -247,12 +258,22 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             The fitted estimator.
         """
         self._validate_params()
+        if is_dask_collection(X):
+            from ._dask import fit_blocks
+
+            return fit_blocks(self, X, sample_weight)
         X = self._validate_X(X, reset=True)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                              ensure_non_negative=True)
         self._check_params_vs_input(X, sample_weight)
+        self._fit_engine(X, get_engine(self.backend, X, sample_weight, self.n_threads))
+        for name in ("cluster_centers_", "labels_", "margins_"):
+            setattr(self, name, like_input(getattr(self, name), X))
+        return self
+
+    def _fit_engine(self, X, engine):
+        """The ``n_init`` runs on ``engine`` (bound to the validated X); stores the best."""
         rng = check_random_state(self.random_state)
-        engine = get_engine(self.backend, X, sample_weight, self.n_threads)
         best = None
         for i in range(self._n_init):
             if self.verbose and self._n_init > 1:
@@ -263,7 +284,10 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             run = self._run(engine, centers, rng)
             if best is None or self._run_key(run) < self._run_key(best):
                 best = run
-        self._store_run(_at_stored_precision(best, X.dtype, engine), X.dtype, engine)
+        run = _at_stored_precision(best, X.dtype, engine)
+        if hasattr(engine, "persist"):  # a blockwise engine's per-row statistics are lazy
+            run = dataclasses.replace(run, stats=engine.persist(run.stats))
+        self._store_run(run, X.dtype, engine)
         if not self.converged_:
             _warn(
                 f"{type(self).__name__} did not converge: the kept run stopped at "
@@ -272,9 +296,6 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                 ConvergenceWarning,
             )
         _warn_if_clusters_merged(self.labels_, self.n_clusters)
-        for name in ("cluster_centers_", "labels_", "margins_"):
-            setattr(self, name, like_input(getattr(self, name), X))
-        return self
 
     def _store_run(self, run, dtype, engine):
         stats = run.stats
@@ -292,6 +313,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         for name, value in _fitted_diagnostics(engine, run, self._critical_sigma).items():
             setattr(self, name, value)
         self._bounds, self._bounds_source = None, (engine, run)
+        self._stream = None
         if self.record_path:
             self.path_ = [stage.as_dict() for stage in run.stages]
 
@@ -309,8 +331,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             source = getattr(self, "_bounds_source", None)
             if source is None:
                 raise AttributeError(
-                    f"This {type(self).__name__} has no bounds_: it is not fitted, or was "
-                    "unpickled before bounds_ was read; softkmeans.diagnostics.certify(X, "
+                    f"This {type(self).__name__} has no bounds_: it is not fitted, was fitted "
+                    "by partial_fit, or was unpickled before bounds_ was read; "
+                    "softkmeans.diagnostics.certify(X, "
                     "model.cluster_centers_, model.sigma_) computes it from the training data.")
             self._bounds, self._bounds_source = _fitted_certificate(*source), None
         return self._bounds
@@ -361,12 +384,15 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     def _centers64(self):
         return np.asarray(to_numpy(self.cluster_centers_), dtype=np.float64)
 
+    @over_dask_blocks
     def predict(self, X):
         """Index of the nearest centroid of each sample.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            A dask array (or DataFrame) gives a lazy dask array chunked like
+            its rows.
 
         Returns
         -------
@@ -375,6 +401,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         X, engine = self._engine_for(X)
         return like_input(engine.estep(self._centers64(), _HARD, with_sums=False).labels, X)
 
+    @over_dask_blocks
     def predict_proba(self, X):
         """Responsibilities of every centroid for each sample.
 
@@ -384,7 +411,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            A dask array (or DataFrame) gives a lazy dask array chunked like
+            its rows.
 
         Returns
         -------
@@ -394,12 +423,15 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         X, engine = self._engine_for(X)
         return engine.responsibilities(self._centers64(), self._final_spec, dtype=X.dtype)
 
+    @over_dask_blocks
     def transform(self, X):
         """Euclidean distance of each sample to every centroid (as ``KMeans.transform``).
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            A dask array (or DataFrame) gives a lazy dask array chunked like
+            its rows.
 
         Returns
         -------
@@ -408,6 +440,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         X, engine = self._engine_for(X)
         return engine.sq_distances(self._centers64(), dtype=X.dtype, sqrt=True)
 
+    @over_dask_blocks
     def score_samples(self, X):
         """Log-density of each sample under the model's Gaussian mixture.
 
@@ -420,7 +453,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            A dask array (or DataFrame) gives a lazy dask array chunked like
+            its rows.
 
         Returns
         -------
@@ -452,7 +487,12 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         -------
         score : float
         """
-        values = to_numpy(self.score_samples(X))
+        values = self.score_samples(X)
+        if is_dask_collection(values):
+            from ._dask import weighted_mean
+
+            return weighted_mean(values, sample_weight)
+        values = to_numpy(values)
         weights = _check_sample_weight(sample_weight, values[:, None], dtype=np.float64,
                                        ensure_non_negative=True)
         # relative weights (validation refused all zeros): huge ones would overflow their sum
@@ -466,7 +506,7 @@ def _warn_if_clusters_merged(labels, n_clusters):
     (on duplicate points, or merged at a high temperature: ties go to the
     first) or when it kept no mass (``empty_cluster="keep"``).
     """
-    found = np.unique(labels).size
+    found = int(np.count_nonzero(np.bincount(labels, minlength=n_clusters)))
     if found < n_clusters:
         _warn(
             f"Number of distinct clusters ({found}) found smaller than n_clusters "
@@ -488,36 +528,43 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
     of the first starting centroids and is re-estimated at every update as the
     shared variance of the isotropic mixture (``fit_sigma`` of
     :func:`softkmeans._core.optimize.alternating`); ``sigma_`` is the last value.
+    ``partial_fit`` runs the same update online (:mod:`softkmeans._core.streaming`).
     """
 
+    _fits_blocks = True
     _parameter_constraints: dict = {
         **BaseSoftKMeans._parameter_constraints,
         "sigma": [StrOptions({"auto"}), Interval(Real, SIGMA_MIN, SIGMA_MAX, closed="both")],
+        "decay": [Interval(Real, 0, 1, closed="both")],
     }
 
     def __init__(self, n_clusters=8, *, sigma="auto", init="k-means++", n_init="auto",
                  max_iter=300, tol=1e-6, random_state=None, backend="auto", n_threads=None,
-                 verbose=0, record_path=False):
+                 verbose=0, record_path=False, decay=1.0):
         super().__init__(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                          random_state=random_state, backend=backend, n_threads=n_threads,
                          verbose=verbose, record_path=record_path)
         self.sigma = sigma
+        self.decay = decay
+
+    def _empty_rule(self):
+        """What an update does with a centroid without mass: "keep" or "reseed"."""
+        return "keep"
 
     @abstractmethod
     def _spec(self, sigma):
         """The :class:`RelaxationSpec` of this estimator at temperature ``sigma``."""
 
     def _prepare(self, engine, first_centers):
-        lam = lambda_max(engine.X, engine.sample_weight)
+        lam = _lambda_max(engine)
         self._critical_sigma = float(np.sqrt(lam))
         self._sigma_shrink = AUTO_SIGMA_SHRINK if self.sigma == "auto" else None
         if self._sigma_shrink:
-            start = engine.estep(first_centers, _HARD, with_sums=False)
-            dmin = exact_zero_distances(engine.X, first_centers, start.labels, start.dmin,
-                                        engine.x_sq, engine.unit_roundoff)
-            sigma = auto_sigma(dmin, engine.sample_weight, engine.X.shape[1],
+            mean_sq, apart = _start_distances(engine, first_centers)
+            # the rule of auto_sigma on the weighted mean of the squared distances
+            sigma = auto_sigma(np.array([mean_sq]), np.ones(1), engine.X.shape[1],
                                fallback_scale=lam)
-            if not np.any(dmin[engine.sample_weight > 0] > 0):
+            if not apart:
                 # every observation on a starting centroid: the likelihood grows without
                 # bound as sigma -> 0, so the fallback temperature stays
                 self._sigma_shrink = None
@@ -548,3 +595,123 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
                 "data mean (Prop. 9). Use a smaller sigma.",
                 CriticalTemperatureWarning,
             )
+
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """Update the centroids with one batch of a stream (online alternating minimization).
+
+        Each call takes the batch's responsibilities at the current centroids
+        and adds their sufficient statistics, per centroid the sum of the
+        responsibilities ``m_j`` and of the responsibility-weighted observations
+        ``s_j``, to running sums after multiplying those by ``decay``:
+        ``S_j <- decay S_j + s_j``, ``M_j <- decay M_j + m_j``; the centroids become
+        ``S_j / M_j``. With ``decay=1`` (the default) every batch counts alike and a
+        stationary stream converges to a fixed point of the batch update (the
+        solution of :meth:`fit` from the same start); ``decay < 1`` forgets, with a
+        memory of about ``1 / (1 - decay)`` batches (Spark's ``decayFactor``).
+        ``sigma="auto"`` starts from the first batch as :meth:`fit` does, then is
+        re-estimated after every batch from the running statistics: 0.85 times the
+        deviation of the shared variance per feature of all the (decayed)
+        observations around the running means. A centroid that no batch has
+        given any mass stays in place; :class:`EntmaxKMeans` with
+        ``empty_cluster="reseed"`` moves it onto the batch's observation farthest
+        from its nearest centroid instead (its statistics stay zero until a batch
+        reaches it). The first call initializes from its batch (``init``; one
+        start, so it needs at least ``n_clusters`` samples for a drawn ``init``); a
+        model fitted by :meth:`fit` continues from its centroids. The update is
+        the alternating one whatever ``algorithm`` says; ``max_iter``, ``tol`` and
+        ``n_init`` do not apply, and the attributes :meth:`fit` derives from the
+        whole training set (``labels_``, ``margins_``, ``bounds_``, ...) are
+        removed.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            One batch.
+        y : Ignored
+            Not used, present for API consistency.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each observation of the batch.
+
+        Returns
+        -------
+        self : object
+            The updated estimator; ``n_steps_`` counts the batches.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from softkmeans import SoftKMeans
+        >>> rng = np.random.RandomState(0)
+        >>> X = np.vstack([rng.normal(c, 0.2, size=(500, 2)) for c in (0.0, 4.0)])
+        >>> model = SoftKMeans(n_clusters=2, sigma=0.5, init=[[1.0, 1.0], [3.0, 3.0]])
+        >>> for batch in np.array_split(rng.permutation(X), 10):
+        ...     model = model.partial_fit(batch)
+        >>> model.n_steps_, np.sort(model.cluster_centers_[:, 0]).round(1)
+        (10, array([0., 4.]))
+        """
+        self._validate_params()
+        first = not hasattr(self, "cluster_centers_")
+        X = self._validate_X(X, reset=first)
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                             ensure_non_negative=True)
+        stream = None if first else getattr(self, "_stream", None)
+        if first:
+            self._check_params_vs_input(X, sample_weight)
+            engine = get_engine(self.backend, X, sample_weight, self.n_threads)
+            centers = self._init_centers(X, engine, check_random_state(self.random_state))
+            self._prepare(engine, centers)
+            stream = start_stream(centers, self._resolved_spec, engine.distance_shift)
+        else:
+            engine = get_engine(self.backend, X, sample_weight, self.n_threads,
+                                centers=self._centers64())
+            if stream is None:  # fitted by fit: continue from its centroids
+                stream = start_stream(self._centers64(), self._final_spec, engine.distance_shift)
+        dtype = X.dtype if first else self.cluster_centers_.dtype
+        self._stream = stream_step(stream, engine, decay=self.decay, fit_sigma=self._sigma_shrink,
+                                   reseed=self._empty_rule() == "reseed")
+        self._store_stream(dtype, X)
+        return self
+
+    def _store_stream(self, dtype, X):
+        """The fitted attributes of the stream's state; those of a whole fit go."""
+        for name in _FIT_ONLY_ATTRIBUTES:
+            self.__dict__.pop(name, None)
+        stream = self._stream
+        self.cluster_centers_ = like_input(stream.centers.astype(dtype), X)
+        self.sigma_ = float(stream.spec.sigma)
+        self._final_spec = stream.spec
+        self.n_steps_ = stream.n_steps
+        self._n_features_out = self.n_clusters
+        self._bounds, self._bounds_source = None, None
+
+
+#: What :meth:`BaseSoftKMeans.fit` derives from the whole training set, which
+#: :meth:`FixedTemperatureKMeans.partial_fit` does not keep.
+_FIT_ONLY_ATTRIBUTES = ("labels_", "inertia_", "n_iter_", "converged_", "objective_", "margins_",
+                        "margin_min_", "identification_sigma_", "critical_sigma_", "beta_",
+                        "gap_", "n_unidentified_", "path_")
+
+
+def _lambda_max(engine):
+    """``lambda_max`` of the engine's data (a blockwise engine reduces it over its blocks)."""
+    if hasattr(engine, "lambda_max"):
+        return engine.lambda_max()
+    return lambda_max(engine.X, engine.sample_weight)
+
+
+def _start_distances(engine, centers):
+    """``(weighted mean, any positive)`` of the squared distances to the nearest of ``centers``.
+
+    Observations equal to a centroid count as 0 exactly
+    (:func:`~softkmeans._core.temperature.exact_zero_distances`); "any
+    positive" is over the observations of positive weight. A blockwise engine
+    reduces them over its blocks.
+    """
+    if hasattr(engine, "start_distances"):
+        return engine.start_distances(centers)
+    start = engine.estep(centers, _HARD, with_sums=False)
+    dmin = exact_zero_distances(engine.X, centers, start.labels, start.dmin, engine.x_sq,
+                                engine.unit_roundoff)
+    weights = engine.sample_weight
+    return (float(np.average(dmin, weights=weights / weights.max())),
+            bool(np.any(dmin[weights > 0] > 0)))

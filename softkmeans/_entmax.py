@@ -36,14 +36,17 @@ class EntmaxKMeans(FixedTemperatureKMeans):
     empty_cluster : {"reseed", "keep"}, default="reseed"
         A centroid that receives no mass moves onto the observation farthest
         from its centroid (as scikit-learn's ``KMeans`` relocates an empty
-        cluster), or stays in place (the objective still decreases).
-    init, n_init, max_iter, tol, random_state, backend, n_threads, verbose, record_path
+        cluster), or stays in place (the objective still decreases). In
+        :meth:`partial_fit`: a centroid without running mass moves onto the
+        batch's observation farthest from its nearest centroid, or stays.
+    init, n_init, max_iter, tol, random_state, backend, n_threads, verbose, record_path, decay
         As in :class:`SoftKMeans`.
 
     Attributes
     ----------
     cluster_centers_, labels_, inertia_, sigma_, n_iter_, converged_, margins_, \
-margin_min_, critical_sigma_, beta_, gap_, bounds_, n_features_in_, feature_names_in_, path_
+margin_min_, critical_sigma_, beta_, gap_, bounds_, n_features_in_, feature_names_in_, path_, \
+n_steps_
         As in :class:`SoftKMeans`.
     identification_sigma_ : float
         ``sqrt((alpha - 1) margin_min_ / 2)``: the temperature below which the
@@ -80,16 +83,19 @@ margin_min_, critical_sigma_, beta_, gap_, bounds_, n_features_in_, feature_name
 
     def __init__(self, n_clusters=8, *, sigma="auto", alpha=1.5, empty_cluster="reseed",
                  init="k-means++", n_init="auto", max_iter=300, tol=1e-6, random_state=None,
-                 backend="auto", n_threads=None, verbose=0, record_path=False):
+                 backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
                          backend=backend, n_threads=n_threads, verbose=verbose,
-                         record_path=record_path)
+                         record_path=record_path, decay=decay)
         self.alpha = alpha
         self.empty_cluster = empty_cluster
 
     def _spec(self, sigma):
         return RelaxationSpec("entmax", sigma, float(self.alpha))
+
+    def _empty_rule(self):
+        return self.empty_cluster
 
     def _run(self, engine, centers, rng):
         return alternating(engine, centers, self._resolved_spec, max_iter=self.max_iter,

@@ -88,6 +88,12 @@ class SoftKMeans(FixedTemperatureKMeans):
         Keep the per-iteration objective, distortion, step, number of label
         changes and sufficient-decrease bound in ``path_`` (and the iterates
         when ``"centers"``).
+    decay : float, default=1.0
+        Forgetting factor of :meth:`partial_fit`, in ``[0, 1]``: before a batch
+        is added, the running statistics of the earlier ones are multiplied by
+        it. 1 weighs every batch alike; smaller values follow a drifting stream,
+        with a memory of about ``1 / (1 - decay)`` batches. :meth:`fit` does not
+        use it.
 
     Attributes
     ----------
@@ -129,6 +135,8 @@ class SoftKMeans(FixedTemperatureKMeans):
         Feature names, when X has string column names.
     path_ : list of dict
         The recorded trajectory (only with ``record_path``).
+    n_steps_ : int
+        Number of batches seen by :meth:`partial_fit` (set by it only).
 
     See Also
     --------
@@ -156,11 +164,11 @@ class SoftKMeans(FixedTemperatureKMeans):
 
     def __init__(self, n_clusters=8, *, sigma="auto", algorithm="alternating",
                  init="k-means++", n_init="auto", max_iter=300, tol=1e-6, random_state=None,
-                 backend="auto", n_threads=None, verbose=0, record_path=False):
+                 backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
                          backend=backend, n_threads=n_threads, verbose=verbose,
-                         record_path=record_path)
+                         record_path=record_path, decay=decay)
         self.algorithm = algorithm
 
     def _spec(self, sigma):

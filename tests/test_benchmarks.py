@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "asv_bench"))
@@ -204,3 +205,20 @@ def test_quality_quick_battery_writes_its_tables(tmp_path, capsys):
             assert entries[name]["J_ratio"] >= 1 - 1e-9
         assert all(entry["seconds"] > 0 for entry in entries.values())
         assert 0 < result["sigma"]["same_start_ratio"] and len(result["annealed_seeds"]) == 2
+
+
+def test_streaming_benchmark_runs_at_tiny_size(capsys):
+    streaming = _script("streaming")
+    for case in ("minibatch", "dead"):
+        streaming.main([case, "--n", "3000", "--d", "4", "--k", "5", "--batch-size", "500"])
+    out = capsys.readouterr().out
+    assert "MiniBatchKMeans x3" in out and "centroids reseeded" in out
+
+
+def test_scaling_benchmark_reads_the_file_by_blocks(tmp_path):
+    scaling = _script("scaling")
+    path = tmp_path / "mixture.npy"
+    scaling.make_data(path, 1000, 3, 4, rows=300)
+    X = scaling.file_blocks(path, rows=400)
+    assert X.chunks[0] == (400, 400, 200)
+    np.testing.assert_array_equal(X.compute(), np.load(path))

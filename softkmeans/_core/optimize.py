@@ -18,7 +18,7 @@ import numpy as np
 from .responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 
 __all__ = ["RunResult", "Trajectory", "alternating", "gradient_descent", "anneal", "relative_step",
-           "shared_variance", "weighted_means", "gradient"]
+           "shared_variance", "mixture_variance", "weighted_means", "gradient"]
 
 HARD = RelaxationSpec("hard")
 
@@ -112,12 +112,23 @@ def _reseed_empty(new_centers, stats, engine, used):
     empty = np.flatnonzero(stats.masses <= 0)
     if empty.size == 0:
         return new_centers
-    order = np.argsort(-stats.dmin * engine.sample_weight, kind="stable")
+    order = _largest_first(stats.dmin * engine.sample_weight, empty.size + len(used))
     candidates = order[~np.isin(order, list(used))][: empty.size]
     for j, i in zip(empty, candidates, strict=False):
         used.add(int(i))
         new_centers[j] = engine.row(i)
     return new_centers
+
+
+def _largest_first(scores, count):
+    """Indices of the ``count`` largest ``scores``, the largest first, ties in index order.
+
+    A dask array (a blockwise engine's per-row statistics) takes its top ``count``
+    blockwise rather than gathering the scores to sort them.
+    """
+    if hasattr(scores, "argtopk"):
+        return np.asarray(scores.argtopk(count).compute())
+    return np.argsort(-scores, kind="stable")[:count]
 
 
 def weighted_means(stats, centers):
@@ -139,8 +150,8 @@ def gradient(stats, centers):
 def _weighted_row_norms(engine):
     """``(largest weight, sum of weights, sum of weights times ||x_i - shift||^2)``, the last
     two over the largest weight (huge weights would overflow them)."""
-    weights = engine.sample_weight
-    largest = float(weights.max(initial=0.0))
+    weights = engine.sample_weight  # non-empty (a fit has at least one row)
+    largest = float(weights.max())
     if largest == 0.0:
         return 0.0, 0.0, 0.0
     relative = weights / largest
@@ -171,38 +182,62 @@ def _report(verbose, label, it, stats, step):
         print(f"[{label}] iteration {it:4d}  objective {stats.objective: .9e}  step {step:.3e}")
 
 
-def shared_variance(engine, stats):
+def shared_variance(engine, stats, row_norms=None):
     """``sigma^2`` of the isotropic mixture's M-step: ``D / (d W)`` at the weighted means.
 
     ``D = sum_i w_i sum_j r_ij ||x_i - s_j / m_j||^2``, from the pass's
     ``sums`` and ``masses`` and the rows' squared norms (about the engine's
     distance shift, so that data far from the origin keep their digits):
-    ``D = sum_i w_i ||x_i - c||^2 - sum_j m_j ||s_j / m_j - c||^2``.
-    Returns 0 where the rows sit on the means: below the rounding of that
-    difference, ``(d + 2)`` unit roundoffs of the engine's arithmetic times the
-    spread.
+    ``D = sum_i w_i ||x_i - c||^2 - sum_j m_j ||s_j / m_j - c||^2``
+    (:func:`mixture_variance`). ``row_norms`` is :func:`_weighted_row_norms` of
+    the engine, which a run computes once.
     """
-    full = stats.masses > 0
-    means = stats.sums[full] / stats.masses[full, None]
-    if engine.distance_shift is not None:
-        means = means - engine.distance_shift
-    # weights relative to the largest, the masses in the same unit: huge weights would overflow
-    weights = engine.sample_weight / engine.sample_weight.max()
-    total = float(weights.sum())
-    masses = stats.masses[full] * (total / float(stats.masses.sum()))
-    spread = float(weights @ engine.distance_norms())
+    _, total, spread = _weighted_row_norms(engine) if row_norms is None else row_norms
+    return mixture_variance(stats.sums, stats.masses, total, spread, engine.distance_shift,
+                            engine.X.shape[1], engine.unit_roundoff)
+
+
+def mixture_variance(sums, masses, total, spread, origin, n_features, unit_roundoff):
+    """The shared variance per feature of observations around their weighted means.
+
+    ``(spread - sum_j m_j ||s_j / m_j - c||^2) / (d W)``, where ``spread`` is
+    ``sum_i w_i ||x_i - c||^2`` and ``total`` is ``W = sum_i w_i`` (in any unit
+    of the weights: the masses are brought to it), ``c`` the point ``origin``
+    (None: the origin). Returns 0 where the rows sit on the means: below the
+    rounding of that difference, ``(d + 2)`` unit roundoffs of the arithmetic
+    times the spread.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (n_clusters, n_features)
+        ``sum_i w_i r_ij x_i``.
+    masses : ndarray of shape (n_clusters,)
+        ``sum_i w_i r_ij``.
+    total, spread : float
+    origin : ndarray of shape (n_features,) or None
+    n_features : int
+    unit_roundoff : float
+
+    Returns
+    -------
+    float
+    """
+    full = masses > 0
+    means = sums[full] / masses[full, None]
+    if origin is not None:
+        means = means - origin
+    masses = masses[full] * (total / float(masses.sum()))
     explained = float(masses @ np.einsum("ij,ij->i", means, means))
-    d = engine.X.shape[1]
     residual = spread - explained
-    if not residual > (d + 2) * engine.unit_roundoff * spread:
+    if not residual > (n_features + 2) * unit_roundoff * spread:
         return 0.0
-    return residual / (d * total)
+    return residual / (n_features * total)
 
 
-def _with_shared_variance(engine, stats, spec, shrink):
+def _with_shared_variance(engine, stats, spec, shrink, row_norms=None):
     """``spec`` at ``shrink`` times the deviation :func:`shared_variance` gives (unchanged
     where it is 0)."""
-    variance = shared_variance(engine, stats)
+    variance = shared_variance(engine, stats, row_norms)
     if not variance > 0:
         return spec
     sigma = shrink * np.sqrt(variance)
@@ -247,6 +282,7 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     stats = engine.estep(centers, spec)
     path = _new_trajectory(record_path, stats, centers)
     converged, n_iter, reseeded = False, 0, set()
+    row_norms = _weighted_row_norms(engine) if fit_sigma is not None else None
     for n_iter in range(1, max_iter + 1):
         new = weighted_means(stats, centers)
         if empty == "reseed":
@@ -255,7 +291,7 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
         if fit_sigma is not None:
             sigma = spec.sigma
-            spec = _with_shared_variance(engine, stats, spec, fit_sigma)
+            spec = _with_shared_variance(engine, stats, spec, fit_sigma, row_norms)
             step = max(step, abs(spec.sigma - sigma) / sigma)
         new_stats = engine.estep(new, spec)
         if path is not None:

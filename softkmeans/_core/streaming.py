@@ -1,0 +1,169 @@
+"""Online alternating minimization: running sufficient statistics over a stream of batches.
+
+The alternating update only needs, per centroid, the sum of the
+responsibilities ``m_j`` and of the responsibility-weighted observations
+``s_j``; they add up over any split of the rows. A stream keeps their running
+values with a forgetting factor ``decay`` (``gamma``), as Spark's streaming
+K-Means keeps its ``decayFactor``: after batch ``t``, with ``(s_j^t, m_j^t)``
+the batch's statistics at the current centroids,
+
+``S_j <- gamma S_j + s_j^t``,  ``M_j <- gamma M_j + m_j^t``,  ``mu_j <- S_j / M_j``.
+
+``gamma = 1`` weighs every batch seen alike (the centroid is the mean of all
+the responsibility-weighted observations so far, as scikit-learn's
+``MiniBatchKMeans`` keeps its per-centre counts: a step of ``1 / t``, stepwise
+EM), so that on a stationary stream the centroids converge to a fixed point of
+the batch update; ``gamma < 1`` forgets, with a memory of about
+``1 / (1 - gamma)`` batches, to follow a drifting stream. A centroid without
+running mass stays where it is.
+
+For a fitted temperature the running weight ``W`` and spread
+``Q = sum_i w_i ||x_i - c||^2`` (about a fixed point ``c``) are kept alike, and
+``sigma^2`` is the shared variance of the isotropic mixture at the running
+means, ``(Q - sum_j M_j ||S_j / M_j - c||^2) / (d W)``
+(:func:`softkmeans._core.optimize.mixture_variance`), the EM estimate on all the
+(decayed) data seen.
+"""
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from .optimize import _reseed_empty, mixture_variance
+from .responsibilities import SIGMA_MAX, SIGMA_MIN
+
+__all__ = ["Stream", "start_stream", "stream_step", "weighted_spread"]
+
+#: Entries of one float64 block of rows in :func:`weighted_spread`.
+_BLOCK_ELEMENTS = 1 << 20
+
+
+@dataclass
+class Stream:
+    """The state of a stream: centroids, relaxation and running statistics.
+
+    Attributes
+    ----------
+    centers : ndarray of shape (n_clusters, n_features), float64
+    spec : RelaxationSpec
+        The relaxation at the current temperature.
+    sums : ndarray of shape (n_clusters, n_features)
+        Running ``S_j``.
+    masses : ndarray of shape (n_clusters,)
+        Running ``M_j``.
+    weight, spread : float
+        Running ``W`` and ``Q`` (kept only with a fitted temperature).
+    origin : ndarray of shape (n_features,) or None
+        The point ``c`` the spread is taken about (None: the origin).
+    n_steps : int
+        Batches seen.
+    n_reseeded : int
+        Centroids moved onto an observation because they had no running mass.
+    """
+
+    centers: np.ndarray
+    spec: object
+    sums: np.ndarray
+    masses: np.ndarray
+    weight: float = 0.0
+    spread: float = 0.0
+    origin: np.ndarray | None = None
+    n_steps: int = 0
+    n_reseeded: int = 0
+
+
+def start_stream(centers, spec, origin=None):
+    """A stream at ``centers`` with no statistics yet.
+
+    Parameters
+    ----------
+    centers : ndarray of shape (n_clusters, n_features)
+    spec : RelaxationSpec
+    origin : ndarray of shape (n_features,), default=None
+        The point the spread is taken about (for dense data far from the
+        origin: any point near the data, as the first batch's mean).
+
+    Returns
+    -------
+    Stream
+    """
+    centers = np.array(centers, dtype=np.float64)
+    k, d = centers.shape
+    return Stream(centers, spec, np.zeros((k, d)), np.zeros(k), origin=origin)
+
+
+def weighted_spread(X, sample_weight, origin=None):
+    """``sum_i w_i ||x_i - c||^2`` in float64, block by block.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+    sample_weight : ndarray of shape (n_samples,)
+    origin : ndarray of shape (n_features,), default=None
+        ``c``; None is the origin (the only choice for CSR data, which a
+        shift would fill in).
+
+    Returns
+    -------
+    float
+    """
+    if sp.issparse(X):
+        squares = X.multiply(X).sum(axis=1)
+        return float(sample_weight @ np.asarray(squares, dtype=np.float64).ravel())
+    step = max(1, _BLOCK_ELEMENTS // max(1, X.shape[1]))
+    total = 0.0
+    for start in range(0, X.shape[0], step):
+        block = np.asarray(X[start:start + step], dtype=np.float64)
+        if origin is not None:
+            block = block - origin
+        total += float(sample_weight[start:start + step] @ np.einsum("ij,ij->i", block, block))
+    return total
+
+
+def stream_step(stream, engine, *, decay, fit_sigma=None, reseed=False):
+    """Add one batch (the data of ``engine``) to ``stream`` and update the centroids.
+
+    Parameters
+    ----------
+    stream : Stream
+    engine : engine object
+        Bound to the batch (see :mod:`softkmeans._backends`).
+    decay : float
+        The forgetting factor ``gamma`` in ``[0, 1]``.
+    fit_sigma : float, default=None
+        When given, the temperature becomes ``fit_sigma`` times the deviation
+        of the running shared variance.
+    reseed : bool, default=False
+        Move a centroid without running mass onto the batch's observation
+        farthest from its nearest centroid (its statistics stay zero until a
+        batch reaches it), as ``empty="reseed"`` does in a fit.
+
+    Returns
+    -------
+    Stream
+        The new state (``stream`` is not modified).
+    """
+    stats = engine.estep(stream.centers, stream.spec)
+    sums = decay * stream.sums + stats.sums
+    masses = decay * stream.masses + stats.masses
+    full = masses > 0
+    centers = stream.centers.copy()
+    centers[full] = sums[full] / masses[full, None]
+    n_reseeded = stream.n_reseeded
+    if reseed and not full.all():
+        centers = _reseed_empty(centers, replace(stats, masses=masses), engine, set())
+        n_reseeded += int(np.count_nonzero(~full))
+    new = replace(stream, centers=centers, sums=sums, masses=masses, n_steps=stream.n_steps + 1,
+                  n_reseeded=n_reseeded)
+    if fit_sigma is None:
+        return new
+    new.weight = decay * stream.weight + float(engine.sample_weight.sum())
+    new.spread = decay * stream.spread + weighted_spread(engine.X, engine.sample_weight,
+                                                         stream.origin)
+    variance = mixture_variance(sums, masses, new.weight, new.spread, stream.origin,
+                                centers.shape[1], engine.unit_roundoff)
+    if variance > 0:
+        sigma = float(np.clip(fit_sigma * np.sqrt(variance), SIGMA_MIN, SIGMA_MAX))
+        new.spec = replace(stream.spec, sigma=sigma)
+    return new

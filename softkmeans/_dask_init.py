@@ -1,0 +1,126 @@
+"""Seeding on a dask array: k-means|| and a weighted draw, each a few passes over the blocks.
+
+``init="k-means++"`` needs ``k`` sequential passes over all the data, one per
+seed; on a dask array it is replaced by k-means|| (Bahmani et al., "Scalable
+K-Means++", VLDB 2012), as dask-ml does, with the two steps dask-ml leaves out:
+
+1. the first candidate is an observation drawn with probability proportional
+   to its weight (not row 0);
+2. for :data:`ROUNDS` rounds, every observation becomes a candidate
+   independently with probability ``min(1, l w_i D_i / sum_j w_j D_j)``,
+   ``l = OVERSAMPLING * k``, ``D_i`` its squared distance to the nearest
+   candidate so far (one pass to draw, one to update ``D``);
+3. each candidate is weighted by the weight of the observations nearest to it
+   (one pass), and k-means++ (scikit-learn's :func:`~sklearn.cluster.kmeans_plusplus`,
+   weighted) picks the ``k`` seeds among the candidates.
+
+The seeds are observations, as with k-means++. ``init="random"`` draws ``k``
+observations without replacement with probabilities proportional to their
+weights (exponential keys, Efraimidis and Spirakis 2006: one pass). Every
+block draws from its own seed, taken from the estimator's ``random_state``, so
+the draw does not depend on the scheduler.
+"""
+
+import dask
+import numpy as np
+from sklearn.cluster import kmeans_plusplus
+
+from ._backends._namespace import to_numpy
+from ._core.responsibilities import RelaxationSpec
+
+__all__ = ["OVERSAMPLING", "ROUNDS", "draw_seeds", "kmeans_parallel", "weighted_draw"]
+
+#: Candidates drawn per round, as a multiple of ``n_clusters`` (Bahmani et al.: 2).
+OVERSAMPLING = 2.0
+#: Rounds of drawing (Bahmani et al.: 5 suffice for ``l = 2k``).
+ROUNDS = 5
+
+_HARD = RelaxationSpec("hard")
+
+
+def draw_seeds(engine, init, n_clusters, rng):
+    """``n_clusters`` starting centroids (float64) of a blockwise engine's data.
+
+    Parameters
+    ----------
+    engine : BlockwiseEngine
+    init : {"k-means++", "random"}
+    n_clusters : int
+    rng : numpy.random.RandomState
+
+    Returns
+    -------
+    ndarray of shape (n_clusters, n_features)
+    """
+    if init == "random":
+        return weighted_draw(engine, n_clusters, rng)
+    return kmeans_parallel(engine, n_clusters, rng)
+
+
+def _block_seeds(engine, rng):
+    return rng.randint(np.iinfo(np.int32).max, size=engine.X.numblocks[0])
+
+
+def _keyed_rows(block, weights, count, seeds, block_id=None):
+    """The ``count`` rows of largest key ``log(u) / w`` of one block, key first (padded)."""
+    n, d = block.shape
+    out = np.full((count, d + 1), -np.inf)
+    if not n:
+        return out
+    u = np.random.RandomState(seeds[block_id[0]]).random_sample(n)
+    w = np.ones(n) if weights is None else to_numpy(weights)[:, 0]
+    with np.errstate(divide="ignore"):
+        keys = np.where(w > 0, np.log(u) / np.where(w > 0, w, 1.0), -np.inf)
+    top = np.argsort(-keys, kind="stable")[:count]
+    out[:len(top), 0] = keys[top]
+    out[:len(top), 1:] = np.asarray(to_numpy(block[top]), dtype=np.float64)
+    return out
+
+
+def weighted_draw(engine, count, rng):
+    """``count`` observations drawn without replacement, with probabilities proportional
+    to their weights (one pass)."""
+    d = engine.X.shape[1]
+    parts = engine.map_blocks(_keyed_rows, count, _block_seeds(engine, rng),
+                        chunks=(count, d + 1), dtype=np.float64).compute()
+    best = np.argsort(-parts[:, 0], kind="stable")[:count]
+    return parts[best, 1:]
+
+
+def _drawn_rows(block, weights, dmin, factor, seeds, block_id=None):
+    """The rows of one block drawn with probability ``min(1, factor w_i D_i)``."""
+    n = block.shape[0]
+    if not n:
+        return np.empty((0, block.shape[1]))
+    u = np.random.RandomState(seeds[block_id[0]]).random_sample(n)
+    w = np.ones(n) if weights is None else to_numpy(weights)[:, 0]
+    chosen = u < np.minimum(1.0, factor * w * to_numpy(dmin)[:, 0])
+    return np.asarray(to_numpy(block[chosen]), dtype=np.float64)
+
+
+def kmeans_parallel(engine, n_clusters, rng):
+    """k-means|| seeds (see the module docstring)."""
+    X = engine.X
+    weights = engine.relative_weights()
+    candidates = weighted_draw(engine, 1, rng)
+    dmin = dask.persist(engine.min_sq_distances(candidates))[0]
+    for _ in range(ROUNDS):
+        cost = float((dmin if weights is None else dmin * weights[:, 0]).sum().compute())
+        if not cost > 0:
+            break
+        factor = OVERSAMPLING * n_clusters / cost
+        drawn = engine.map_blocks(_drawn_rows, dmin[:, None], factor, _block_seeds(engine, rng),
+                            chunks=((np.nan,) * X.numblocks[0], (X.shape[1],)),
+                            dtype=np.float64).compute()
+        if len(drawn):
+            candidates = np.vstack([candidates, drawn])
+            nearer = engine.min_sq_distances(drawn)
+            dmin = dask.persist(np.minimum(dmin, nearer))[0]
+    candidates = np.unique(candidates, axis=0)
+    masses = engine.estep(candidates, _HARD, with_sums=False).masses
+    candidates, masses = candidates[masses > 0], masses[masses > 0]
+    if len(candidates) <= n_clusters:  # copies: the estimator moves them apart
+        extra = rng.choice(len(candidates), n_clusters - len(candidates))
+        return np.vstack([candidates, candidates[extra]])
+    _, rows = kmeans_plusplus(candidates, n_clusters, sample_weight=masses, random_state=rng)
+    return candidates[rows]

@@ -1,0 +1,228 @@
+"""Dask collections: fits over blocks equal in-memory fits; inference is lazy and blockwise."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _helpers import make_mixture
+from sklearn.base import clone
+
+from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+ESTIMATORS = {
+    "soft-auto": lambda init: SoftKMeans(4, init=init),
+    "soft-fixed": lambda init: SoftKMeans(4, sigma=0.6, init=init),
+    "soft-gradient": lambda init: SoftKMeans(4, sigma=0.6, algorithm="gradient", init=init),
+    "entmax-auto": lambda init: EntmaxKMeans(4, init=init),
+    "entmax-reseed": lambda init: EntmaxKMeans(4, sigma=0.2, init=init),
+}
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, _, means = make_mixture(n_per=500, k=4, d=3, spread=0.5, scale=3.0, seed=0)
+    weights = np.random.RandomState(1).uniform(0.2, 3.0, len(X))
+    return X, weights, means + 0.4
+
+
+def _chunked(X, chunks):
+    return da.from_array(X, chunks=(chunks, X.shape[1]))
+
+
+def _assert_same_fit(a, b):
+    for name in ("cluster_centers_", "sigma_", "objective_", "inertia_", "margin_min_",
+                 "critical_sigma_", "gap_"):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-10, atol=1e-10,
+                                   err_msg=name)
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_array_equal(b.labels_.compute(), a.labels_)
+    np.testing.assert_allclose(b.margins_.compute(), a.margins_, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_fit_over_blocks_equals_the_in_memory_fit(data, name, weighted):
+    X, weights, init = data
+    w = weights if weighted else None
+    dw = _chunked(weights[:, None], 300)[:, 0] if weighted else None  # other chunks than X
+    a = ESTIMATORS[name](init).fit(X, sample_weight=w)
+    b = ESTIMATORS[name](init).fit(_chunked(X, 450), sample_weight=dw)
+    _assert_same_fit(a, b)
+    assert type(b.cluster_centers_) is np.ndarray
+    if isinstance(a, EntmaxKMeans):
+        assert b.n_unidentified_ == pytest.approx(a.n_unidentified_, rel=1e-10)
+
+
+def test_reseeding_and_coinciding_starts_over_blocks(data):
+    X, _, init = data
+    far = np.vstack([init[:3], [[50.0, 50.0, 50.0]]])  # an empty cluster: reseeded
+    copies = np.vstack([init[:2], init[:2]])  # equal starts: moved apart
+    for model in (EntmaxKMeans(4, sigma=0.3, init=far), SoftKMeans(4, sigma=0.5, init=copies)):
+        a = clone(model).fit(X)
+        b = clone(model).fit(_chunked(X, 450))
+        np.testing.assert_allclose(b.cluster_centers_, a.cluster_centers_, rtol=1e-10,
+                                   atol=1e-10)
+
+
+def test_empty_and_unknown_chunks(data):
+    X, _, init = data
+    a = SoftKMeans(4, init=init).fit(X)
+    empty = da.from_array(X, chunks=((0, 900, 0, 1100, 0), (3,)))
+    unknown = _chunked(X, 700)
+    unknown = unknown[unknown[:, 0] > -1e9]  # a boolean mask: chunk sizes unknown
+    assert np.isnan(unknown.chunks[0][0])
+    for Z in (empty, unknown):
+        _assert_same_fit(a, SoftKMeans(4, init=init).fit(Z))
+        labels = a.predict(Z)
+        assert labels.chunks[0] == Z.chunks[0] or np.isnan(labels.chunks[0][0])
+        np.testing.assert_array_equal(labels.compute(), a.predict(X))
+
+
+def test_float32_blocks(data):
+    X, _, init = data
+    X32 = X.astype(np.float32)
+    a = SoftKMeans(4, init=init).fit(X32)
+    b = SoftKMeans(4, init=init).fit(_chunked(X32, 500))
+    assert b.cluster_centers_.dtype == np.float32
+    np.testing.assert_allclose(b.cluster_centers_, a.cluster_centers_, atol=1e-5)  # float32
+    assert b.transform(_chunked(X32, 500)).dtype == np.float32
+
+
+def test_inference_is_lazy_and_chunked_like_the_input(data):
+    X, weights, init = data
+    model = SoftKMeans(4, init=init).fit(X)
+    Z = _chunked(X, 333)
+    for method in ("predict", "predict_proba", "transform", "score_samples"):
+        out = getattr(model, method)(Z)
+        assert isinstance(out, da.Array)
+        assert out.chunks[0] == Z.chunks[0]
+        expected = getattr(model, method)(X)
+        assert out.dtype == expected.dtype
+        np.testing.assert_array_equal(out.compute(), expected)
+    assert model.score(Z) == pytest.approx(model.score(X), rel=1e-12)
+    dw = _chunked(weights[:, None], 500)[:, 0]
+    assert model.score(Z, sample_weight=dw) == pytest.approx(
+        model.score(X, sample_weight=weights), rel=1e-12)
+    assert isinstance(model.fit_predict(Z), da.Array)
+
+
+def test_a_dask_dataframe_is_accepted_with_its_feature_names(data):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, _, init = data
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    a = SoftKMeans(4, init=init).fit(frame)
+    b = SoftKMeans(4, init=init).fit(dd.from_pandas(frame, npartitions=3))
+    np.testing.assert_array_equal(b.feature_names_in_, ["a", "b", "c"])
+    _assert_same_fit(a, b)
+    weighted = dd.from_pandas(frame.assign(w=np.arange(len(X)) % 3 + 1.0), npartitions=3)
+    c = SoftKMeans(4, init=init).fit(weighted[["a", "b", "c"]], sample_weight=weighted["w"])
+    d = SoftKMeans(4, init=init).fit(X, sample_weight=np.arange(len(X)) % 3 + 1.0)
+    np.testing.assert_allclose(c.cluster_centers_, d.cluster_centers_, rtol=1e-10)
+    renamed = dd.from_pandas(frame.rename(columns={"a": "z"}), npartitions=3)
+    with pytest.raises(ValueError, match="feature names"):
+        b.predict(renamed)
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+def test_seeding_over_blocks(data, init):
+    X, weights, _ = data
+    Z = _chunked(X, 400)
+    dw = _chunked(weights[:, None], 400)[:, 0]
+    fits = [SoftKMeans(4, init=init, n_init=1, random_state=seed).fit(Z, sample_weight=dw)
+            for seed in (0, 0, 1)]
+    np.testing.assert_array_equal(fits[0].cluster_centers_, fits[1].cluster_centers_)
+    assert not np.array_equal(fits[0].cluster_centers_, fits[2].cluster_centers_)
+    reference = SoftKMeans(4, random_state=0, n_init=3).fit(X, sample_weight=weights)
+    assert fits[0].inertia_ <= 1.01 * reference.inertia_
+
+
+def test_seeds_are_observations_of_positive_weight(data):
+    X, _, _ = data
+    weights = np.zeros(len(X))
+    weights[1::7] = 1.0  # row 0 has no weight
+    engine_fit = SoftKMeans(4, max_iter=1, random_state=3)
+    engine_fit._validate_params()
+    from softkmeans._dask_engine import BlockwiseEngine
+
+    engine = BlockwiseEngine(_chunked(X, 250), _chunked(weights[:, None], 250)[:, 0],
+                             "auto", None)
+    rng = np.random.RandomState(0)
+    for init in ("k-means++", "random"):
+        seeds = engine.draw_seeds(init, 4, rng)
+        rows = [np.flatnonzero((X == seed).all(axis=1)) for seed in seeds]
+        assert all(len(r) == 1 and weights[r[0]] > 0 for r in rows)
+
+
+def test_one_reduction_per_iteration(data):
+    from dask.callbacks import Callback
+
+    X, _, init = data
+    Z = _chunked(X, 500)
+
+    def computes(max_iter):
+        count = []
+        with Callback(start=lambda dsk: count.append(1)):
+            SoftKMeans(4, sigma=0.6, init=init, max_iter=max_iter, tol=0).fit(Z)
+        return len(count)
+
+    assert computes(8) - computes(3) == 5
+
+
+def test_bad_collections_are_refused(data):
+    X, weights, init = data
+    bad = X.copy()
+    bad[5, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        SoftKMeans(4).fit(_chunked(bad, 500))
+    with pytest.raises(ValueError, match="2D"):
+        SoftKMeans(4).fit(da.ones(10, chunks=5))
+    with pytest.raises(ValueError, match="Negative"):
+        SoftKMeans(4).fit(_chunked(X, 500), sample_weight=-weights)
+    with pytest.raises(TypeError, match="dtype"):
+        SoftKMeans(4).fit(_chunked(X.astype(complex), 500))
+    model = SoftKMeans(4, init=init).fit(X)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(da.ones((10, 2), chunks=5))
+
+
+def test_annealing_predicts_on_blocks_but_fits_in_memory(data):
+    X, _, _ = data
+    model = AnnealedKMeans(4).fit(X)
+    np.testing.assert_array_equal(model.predict(_chunked(X, 500)).compute(), model.predict(X))
+    with pytest.raises(TypeError, match="dask"):
+        AnnealedKMeans(4).fit(_chunked(X, 500))
+
+
+def test_a_local_cluster_of_two_processes(data):
+    distributed = pytest.importorskip("distributed")
+    X, weights, _ = data
+    means = make_mixture(n_per=500, k=4, d=3, spread=0.5, scale=3.0, seed=0)[2]
+    a = SoftKMeans(4, sigma=0.5, init=means).fit(X, sample_weight=weights)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster):
+        Z = _chunked(X, 500)
+        b = SoftKMeans(4, sigma=0.5, init=means).fit(
+            Z, sample_weight=_chunked(weights[:, None], 500)[:, 0])
+        labels = b.predict(Z).compute()
+    np.testing.assert_allclose(b.cluster_centers_, a.cluster_centers_, rtol=1e-10)
+    np.testing.assert_array_equal(labels, a.labels_)
+
+
+def test_nothing_imports_dask_until_a_dask_collection_arrives():
+    code = (
+        "import sys, numpy as np\n"
+        "from softkmeans import SoftKMeans, EntmaxKMeans\n"
+        "X = np.random.RandomState(0).rand(50, 2)\n"
+        "m = SoftKMeans(2, random_state=0).fit(X)\n"
+        "m.predict(X); m.predict_proba(X); m.transform(X); m.score(X)\n"
+        "EntmaxKMeans(2, random_state=0).partial_fit(X)\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('dask', 'distributed')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
