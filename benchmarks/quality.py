@@ -17,13 +17,15 @@ estimator's own ``score`` over a log grid; and its ``J`` over that of ``KMeans(n
 started from the same k-means++ centroids. ``--seeds 0 1 2 3 4`` adds the spread of
 ``AnnealedKMeans()``'s ``J / J*`` over those random states.
 
-Run from the repository root, with the fast BLAS kernel for this command only::
+Run from the repository root::
 
-    OPENBLAS_CORETYPE=SkylakeX python benchmarks/quality.py --seeds 0 1 2 3 4 --out quality
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \
+        python benchmarks/quality.py --seeds 0 1 2 3 4 --sigma-grid --out quality
 
-On a machine shared with other work, one thread everywhere (``OMP_NUM_THREADS=1
-OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1``) keeps the time ratios meaningful: KMeans'
-OpenMP threads wait for each other when another process holds a core.
+One thread everywhere keeps the time ratios meaningful on a machine shared with other work
+(KMeans' OpenMP threads wait for each other when another process holds a core). On a CPU
+with AVX-512, ``OPENBLAS_CORETYPE=SkylakeX`` for this command alone gives numpy OpenBLAS's
+faster kernels; on one without, that setting ends the process with SIGILL.
 
 ``--out DIR`` writes ``quality.md`` (the printed report), ``quality.rst`` (the same for the
 docs' quality page), ``quality.json`` (every figure) and ``quality.png`` (J / J* per dataset

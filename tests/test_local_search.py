@@ -40,9 +40,9 @@ def test_each_move_lowers_j_by_the_decrease_it_reports(small):
     before = _distortion(X, weights, labels, 4)
     sums, masses = partition_sums(X, weights, labels, 4)
     moved = labels.copy()
-    n_moves, decrease = hartigan_visits(X, weights, moved, sums, masses, 100)
+    n_moves, decrease, n_sweeps = hartigan_visits(X, weights, moved, sums, masses, 100)
     after = _distortion(X, weights, moved, 4)
-    assert n_moves > 0
+    assert n_moves > 0 and 1 < n_sweeps < 100
     np.testing.assert_allclose(before - after, decrease, rtol=1e-9)
     expected_sums, expected_masses = partition_sums(X, weights, moved, 4)
     np.testing.assert_allclose(sums, expected_sums, atol=1e-12)

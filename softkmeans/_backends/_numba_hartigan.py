@@ -85,6 +85,8 @@ def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decreas
         Moves made.
     decrease : float
         The decrease of ``J`` that they made, the sum of each move's exact change.
+    n_sweeps : int
+        Passes made.
     """
     k, d = sums.shape
     means = np.zeros((k, d))
@@ -92,9 +94,10 @@ def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decreas
         if masses[j] > 0:
             for t in range(d):
                 means[j, t] = sums[j, t] / masses[j]
-    n_moves, decrease = 0, 0.0
-    for _ in range(max_sweeps):
+    n_moves, decrease, n_sweeps = 0, 0.0, 0
+    while n_sweeps < max_sweeps:
         moved, before = 0, decrease
+        n_sweeps += 1
         for i in range(rows.shape[0]):
             w, a = weights[i], labels[i]
             if not w > 0 or not masses[a] > w:
@@ -123,4 +126,4 @@ def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decreas
         n_moves += moved
         if moved == 0 or decrease - before <= min_decrease:
             break
-    return n_moves, decrease
+    return n_moves, decrease, n_sweeps

@@ -130,8 +130,8 @@ def hartigan_moves(X, sample_weight, labels, n_clusters, *, max_sweeps):
         if candidates.size == 0:
             break
         visited = labels[candidates]
-        moved, _ = hartigan_visits(dense_rows(X, candidates), weights[candidates], visited,
-                                   sums, masses, 1)
+        moved, _, _ = hartigan_visits(dense_rows(X, candidates), weights[candidates], visited,
+                                      sums, masses, 1)
         labels[candidates] = visited
         n_moves += moved
         if moved == 0:

@@ -42,6 +42,9 @@ _NEIGHBOURS = 3
 #: beyond by power iterations.
 _EIGH_MAX_FEATURES = 128
 _AXIS_ITERATIONS = 30
+#: The search ends once its settlings have visited this many rows per row of the sample
+#: (a sweep over the sample visits one): a cap on its cost, some tens of Lloyd passes.
+_VISITS_PER_ROW = 80
 #: A move is kept when it lowers ``J`` by more than this fraction of it.
 _PROGRESS = 1e-5
 
@@ -165,7 +168,7 @@ def _neighbourhood(centers, clusters):
 
 def _try_move(rows, weights, point, move):
     """The partition after ``move = (net, a, b, j, moved)`` and the settling, or None when
-    ``J`` did not go down."""
+    ``J`` did not go down; and the rows visited by the settling, counted once per sweep."""
     net, a, b, j, moved = move
     labels, sums, masses = point.labels.copy(), point.sums.copy(), point.masses.copy()
     labels[labels == b] = a
@@ -179,13 +182,14 @@ def _try_move(rows, weights, point, move):
     region = np.flatnonzero(np.isin(labels, _neighbourhood(sums / masses[:, None],
                                                            np.array([a, b, j]))))
     settled = labels[region]
-    _, decrease = hartigan_visits(rows[region], weights[region], settled, sums, masses,
-                                  _SETTLE_SWEEPS, _SETTLED * point.inertia)
+    _, decrease, n_sweeps = hartigan_visits(rows[region], weights[region], settled, sums,
+                                            masses, _SETTLE_SWEEPS, _SETTLED * point.inertia)
+    visits = region.size * n_sweeps
     if not point.inertia - net - decrease < point.inertia * (1.0 - _PROGRESS):
-        return None
+        return None, visits
     labels[region] = settled
     candidate = Partition.of(rows, weights, labels, len(masses))
-    return candidate if candidate.inertia < point.inertia * (1.0 - _PROGRESS) else None
+    return (candidate if candidate.inertia < point.inertia * (1.0 - _PROGRESS) else None), visits
 
 
 def merge_split_search(rows, weights, centers, *, max_rounds):
@@ -202,21 +206,25 @@ def merge_split_search(rows, weights, centers, *, max_rounds):
     Returns
     -------
     Partition
-        The best partition found.
+        The best partition found: where a round keeps no move, or once the
+        settlings have visited :data:`_VISITS_PER_ROW` rows per row.
     """
     point = _first_partition(rows, weights, centers)
-    cache = {}
+    cache, budget = {}, _VISITS_PER_ROW * len(rows)
     for _ in range(max_rounds):
         merges = _cheapest_merges(point.centers, point.masses, MERGES)
         cuts = _cuts(rows, weights, point, CUTS + 2, cache)  # two may be of a merged pair
         moves = sorted(((gain - cost, a, b, j, moved) for cost, a, b in merges
                         for gain, j, moved in cuts if j not in (a, b)),
                        key=lambda move: -move[0])[:MERGES * CUTS]
+        found = None
         for move in moves:
-            candidate = _try_move(rows, weights, point, move)
-            if candidate is not None:
-                point = candidate
+            found, visits = _try_move(rows, weights, point, move)
+            budget -= visits
+            if found is not None or budget <= 0:
                 break
-        else:
+        if found is not None:
+            point = found
+        if found is None or budget <= 0:
             break
     return point
