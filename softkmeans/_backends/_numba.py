@@ -38,6 +38,7 @@ from .._core.bounds import UNIT_ROUNDOFF, unit_roundoff
 from .._core.responsibilities import RelaxationSpec
 from ._chunks import row_blocks
 from ._conditioning import centering_shift, power_of_two_scale
+from ._numba_hartigan import compile_local_search
 from ._numba_kernels import (
     OUT_DIST,
     OUT_FARTHEST,
@@ -51,6 +52,7 @@ from ._numba_kernels import (
     dense_row_sq_norms,
     pass_layout,
 )
+from ._numba_priors import compile_prior_pass
 from ._numba_rows import KINDS
 from ._numpy import NumpyEngine, _row_sq_norms, first_equal_rows
 from ._stats import PassStats
@@ -463,10 +465,11 @@ class NumbaEngine(NumpyEngine):
 def compile_kernels(file=None):
     """Compile every kernel a fit can call, or load it from numba's on-disk cache.
 
-    Every input kind (dense and CSR, float32 and float64) in turn. A fit
-    compiles the kernels of its input kind on its first pass anyway (seconds,
-    once per installation: later processes load them from the cache in a
-    fraction of a second); running this (``python -m softkmeans compile``)
+    Every input kind (dense and CSR, float32 and float64) in turn; with dense
+    float64, the annealing's own kernels (they see dense float64 rows of any
+    input). A fit compiles the kernels of its input kind on its first pass
+    anyway (seconds, once per installation: later processes load them from the
+    cache in a fraction of a second); running this (``python -m softkmeans compile``)
     beforehand, for example when building a container image or a CI cache,
     spares that wait to the first fit of every kind. numba reads a cache only
     from a directory it can write to: run this as the user the processes will
@@ -494,6 +497,9 @@ def compile_kernels(file=None):
         for dtype in ("float32", "float64"):
             start = time.perf_counter()
             _build_kernels((layout, dtype, "int32"))
+            if (layout, dtype) == ("dense", "float64"):  # the annealing's own kernels
+                compile_local_search()
+                compile_prior_pass()
             seconds[layout, dtype] = time.perf_counter() - start
             if file is not None:
                 print(f"{layout:>5} {dtype}: {seconds[layout, dtype]:5.1f} s", file=file)

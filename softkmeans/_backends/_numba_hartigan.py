@@ -17,7 +17,7 @@ from numba import njit
 
 from ._numba_rows import JIT_OPTIONS
 
-__all__ = ["add_to_clusters", "hartigan_visits"]
+__all__ = ["add_to_clusters", "compile_local_search", "hartigan_visits"]
 
 #: A move must lower ``J`` by more than this fraction of the observation's removal gain, so
 #: that ties (equal gains, up to rounding) never send an observation back and forth.
@@ -41,7 +41,7 @@ def _scaled_sq_distance(x, mean, scale, bound):
 
 
 @njit(**JIT_OPTIONS)
-def add_to_clusters(rows, weights, labels, sums, masses):
+def _add_to_clusters(rows, weights, labels, sums, masses):
     """Add each row, times its weight, into its cluster's ``sums`` and its weight into ``masses``.
 
     Parameters
@@ -60,7 +60,7 @@ def add_to_clusters(rows, weights, labels, sums, masses):
 
 
 @njit(**JIT_OPTIONS)
-def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decrease=0.0):
+def _hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decrease):
     """Visit ``rows`` in order, moving each to the cluster that lowers ``J`` most.
 
     Parameters
@@ -75,7 +75,7 @@ def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decreas
         only ``rows``); updated in place.
     max_sweeps : int
         Passes over ``rows``.
-    min_decrease : float, default=0.0
+    min_decrease : float
         The passes stop after the first one whose moves lowered ``J`` by at
         most this (0: after the first one without a move).
 
@@ -127,3 +127,43 @@ def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decreas
         if moved == 0 or decrease - before <= min_decrease:
             break
     return n_moves, decrease, n_sweeps
+
+
+def _inputs(rows, weights):
+    """``rows`` and ``weights`` as the kernels' one compiled type: C-ordered float64, read-only.
+
+    numba compiles a kernel once more for every new combination of layouts and
+    write flags; read-only views of contiguous arrays keep it to one.
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.float64).view()
+    weights = np.ascontiguousarray(weights, dtype=np.float64).view()
+    rows.flags.writeable = weights.flags.writeable = False
+    return rows, weights
+
+
+def add_to_clusters(rows, weights, labels, sums, masses):
+    """Add each row, times its weight, into its cluster's ``sums`` and its weight into ``masses``.
+
+    ``labels`` (int64), ``sums`` and ``masses`` (float64) as in
+    :func:`hartigan_visits`; ``sums`` and ``masses`` are updated in place.
+    """
+    _add_to_clusters(*_inputs(rows, weights), labels, sums, masses)
+
+
+def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decrease=0.0):
+    """Visit ``rows`` in order, moving each to the cluster that lowers ``J`` most.
+
+    The arguments and results are those of the compiled loop,
+    :func:`_hartigan_visits`: ``labels`` (int64), ``sums`` and ``masses``
+    (float64) are updated in place.
+    """
+    return _hartigan_visits(*_inputs(rows, weights), labels, sums, masses, int(max_sweeps),
+                            float(min_decrease))
+
+
+def compile_local_search():
+    """Compile, or load from numba's cache, the kernels of Hartigan's moves."""
+    rows = np.random.default_rng(0).normal(size=(8, 3))
+    labels, sums, masses = np.arange(8) % 2, np.zeros((2, 3)), np.zeros(2)
+    add_to_clusters(rows, np.ones(8), labels, sums, masses)
+    hartigan_visits(rows, np.ones(8), labels, sums, masses, 1)

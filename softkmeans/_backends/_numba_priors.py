@@ -13,7 +13,7 @@ from numba import njit
 
 from ._numba_rows import JIT_OPTIONS
 
-__all__ = ["NEGLIGIBLE_LOGIT", "add_prior_weighted"]
+__all__ = ["NEGLIGIBLE_LOGIT", "add_prior_weighted", "compile_prior_pass"]
 
 #: ``exp(-40)`` is 4e-18, below half a unit roundoff of float64 (1.1e-16) relative to the
 #: row's largest weight, ``exp(0) = 1``.
@@ -21,7 +21,7 @@ NEGLIGIBLE_LOGIT = 40.0
 
 
 @njit(**JIT_OPTIONS)
-def add_prior_weighted(rows, weights, logits, row_offsets, sums, masses):
+def _add_prior_weighted(rows, weights, logits, row_offsets, sums, masses):
     """Add a block's prior-weighted softmax statistics; return its ``sum_i w_i log Z_i``.
 
     Parameters
@@ -62,3 +62,25 @@ def add_prior_weighted(rows, weights, logits, row_offsets, sums, masses):
                     sums[j, t] += share * rows[i, t]
         total += w * (top + np.log(norm) + row_offsets[i])
     return total
+
+
+def add_prior_weighted(rows, weights, logits, row_offsets, sums, masses):
+    """The compiled :func:`_add_prior_weighted` on read-only C-ordered float64 inputs.
+
+    One compiled type for every caller: numba compiles a kernel once more for
+    each new combination of layouts and write flags.
+    """
+    inputs = [np.ascontiguousarray(a, dtype=np.float64).view()
+              for a in (rows, weights, row_offsets)]
+    for array in inputs:
+        array.flags.writeable = False
+    rows, weights, row_offsets = inputs
+    return _add_prior_weighted(rows, weights, np.ascontiguousarray(logits), row_offsets,
+                               sums, masses)
+
+
+def compile_prior_pass():
+    """Compile, or load from numba's cache, the prior-weighted pass."""
+    rows = np.random.default_rng(0).normal(size=(8, 3))
+    add_prior_weighted(rows, np.ones(8), -(rows @ rows.T)[:, :2], np.zeros(8),
+                       np.zeros((2, 3)), np.zeros(2))

@@ -293,9 +293,11 @@ def _search_sample(engine, n_clusters):
 
 def _refined(engine, run, lloyd):
     """The Lloyd fixed point ``run`` improved by Hartigan's moves over the whole data, then
-    Lloyd's algorithm again (``run`` itself when no move pays)."""
+    Lloyd's algorithm again (``run`` itself when no move pays). The moves see the weights
+    relative to the largest, whose products stay finite whatever their scale."""
     k = len(run.centers)
-    moved, n_moves = hartigan_moves(engine.X, engine.sample_weight, run.stats.labels, k,
+    weights = engine.sample_weight / engine.sample_weight.max()
+    moved, n_moves = hartigan_moves(engine.X, weights, run.stats.labels, k,
                                     max_sweeps=_HARTIGAN_SWEEPS)
     if n_moves == 0:
         return run
