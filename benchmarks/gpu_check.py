@@ -46,7 +46,7 @@ D = 64
 
 
 def _cupy_engine(X):
-    from softkmeans._backends._cupy import CupyEngine
+    from softkmeans._engines._cupy import CupyEngine
 
     return CupyEngine(X)
 
@@ -54,7 +54,7 @@ def _cupy_engine(X):
 def _gpu_or_none():
     if importlib.util.find_spec("cupy") is None:
         return None, "CuPy is not installed (pip install softkmeans[gpu])"
-    from softkmeans._backends._cupy import gpu_available
+    from softkmeans._engines._cupy import gpu_available
 
     if not gpu_available():
         return None, "CuPy sees no CUDA device"
@@ -104,8 +104,8 @@ def _cell(xp, make_engine, n, k, iters, seed=0):
     """
     from sklearn.cluster import KMeans
 
-    from softkmeans._backends._namespace import to_numpy
     from softkmeans._core.temperature import auto_sigma
+    from softkmeans._engines._namespace import to_numpy
 
     X, start = _mixture(xp, n, k, seed)
     engine = make_engine(X)
@@ -135,7 +135,7 @@ def _rel(a, b):
 
 def _agreement(X_host, start, iters, runs):
     """Each run against the float64 numpy oracle after the same updates from the same start."""
-    from softkmeans._backends._numpy import NumpyEngine
+    from softkmeans._engines._numpy import NumpyEngine
 
     oracle = NumpyEngine(X_host.astype(np.float64))
     out = {}
@@ -147,7 +147,7 @@ def _agreement(X_host, start, iters, runs):
 
 
 def _host(a):
-    from softkmeans._backends._namespace import to_numpy
+    from softkmeans._engines._namespace import to_numpy
 
     return to_numpy(a)
 

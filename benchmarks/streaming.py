@@ -39,7 +39,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.metrics import pairwise_distances_argmin_min  # noqa: E402
 
 from softkmeans import EntmaxKMeans, SoftKMeans  # noqa: E402
-from softkmeans._backends import get_engine  # noqa: E402
+from softkmeans._engines import get_engine  # noqa: E402
 
 
 def mixture(n, d, k, sizes="equal", seed=0):

@@ -80,7 +80,7 @@ def main(argv=None):
         return reproduce(rest)
     parser.parse_args(argv)
     if args.command == "compile":
-        from ._backends import _numba_state
+        from ._engines import _numba_state
 
         state = _numba_state()
         if state != "ok":
@@ -88,8 +88,8 @@ def main(argv=None):
                    "disabled": "the environment variable NUMBA_DISABLE_JIT turns it off"}[state]
             print(f"numba cannot compile the kernels here: {why}.", file=sys.stderr)
             return 1
-        from ._backends._numba import compile_kernels
-        from ._backends._numba_rows import JIT_OPTIONS
+        from ._engines._numba.compile import compile_kernels
+        from ._engines._numba.jit import JIT_OPTIONS
 
         print("numba kernels (compiled, or loaded from the cache when up to date):")
         compile_kernels(file=sys.stdout)
@@ -111,7 +111,7 @@ def _print_cache_folder():
 
     import numba
 
-    from ._backends._numba_kernels import dense_pass
+    from ._engines._numba.kernels import dense_pass
 
     folder = getattr(getattr(dense_pass, "_cache", None), "cache_path", None)  # numba internals
     if folder is None:

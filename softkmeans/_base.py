@@ -5,7 +5,7 @@ It validates, initializes, loops over ``n_init`` starts, and serves
 their parameters and implement two hooks: ``_prepare`` (resolve the
 temperature once the data and the first starting centroids are known) and
 ``_run`` (one run from one start). The numerics live in :mod:`softkmeans._core`
-and :mod:`softkmeans._backends`.
+and :mod:`softkmeans._engines`.
 """
 
 import dataclasses
@@ -27,13 +27,13 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._backends import BACKENDS, get_engine
-from ._backends._namespace import is_cupy_array, like_input, to_numpy
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.seeding import separate_coincident
 from ._core.streaming import start_stream, stream_step
 from ._core.temperature import AUTO_SIGMA_SHRINK, auto_sigma, exact_zero_distances, lambda_max
 from ._dask_dispatch import is_dask_collection, over_dask_blocks
+from ._engines import BACKENDS, get_engine
+from ._engines._namespace import is_cupy_array, like_input, to_numpy
 from ._validation import (
     N_THREADS_CONSTRAINT,
     canonical_csr,
@@ -142,7 +142,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
     def _validate_X(self, X, reset):
         if is_cupy_array(X):
-            from ._backends._cupy import check_cupy_array
+            from ._engines._cupy import check_cupy_array
 
             X = check_cupy_array(self, X, reset)
         else:

@@ -1,9 +1,9 @@
 """An engine over a dask array: one in-memory engine per block, statistics summed by dask.
 
 :class:`BlockwiseEngine` implements the engine contract
-(:class:`softkmeans._backends._contract.Engine`) for a dask array of rows.
+(:class:`softkmeans._engines._contract.Engine`) for a dask array of rows.
 Each pass maps a task over the blocks that builds the block's own engine
-(:func:`softkmeans._backends.get_engine`: numba, numpy or CuPy for CuPy
+(:func:`softkmeans._engines.get_engine`: numba, numpy or CuPy for CuPy
 blocks) and runs its pass; the sufficient statistics, ``k x d`` sums and
 ``k`` masses plus three scalars, are summed by dask's tree reduction, so an
 iteration moves one ``O(k d)`` vector per block to the client and never the
@@ -25,12 +25,12 @@ import dask.array as da
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ._backends import get_engine
-from ._backends._namespace import to_numpy
-from ._backends._stats import PassStats
 from ._core.responsibilities import RelaxationSpec
 from ._core.temperature import exact_zero_distances
 from ._dask_init import draw_seeds
+from ._engines import get_engine
+from ._engines._namespace import to_numpy
+from ._engines._stats import PassStats
 
 __all__ = ["BlockwiseEngine"]
 
@@ -325,7 +325,7 @@ class BlockwiseEngine:
 
 
 def _stats(total, k, d, rows):
-    """A :class:`~softkmeans._backends._stats.PassStats` from a summed row and lazy rows."""
+    """A :class:`~softkmeans._engines._stats.PassStats` from a summed row and lazy rows."""
     return PassStats(total[:k * d].reshape(k, d), total[k * d:-3], float(total[-3]),
                      float(total[-2]), float(total[-1]), rows[:, 0].astype(np.int32),
                      rows[:, 1], rows[:, 2])

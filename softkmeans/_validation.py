@@ -167,7 +167,7 @@ def check_init_magnitude(centers, dtype, source="init"):
     The passes take squared distances in the dtype of X, which overflow for
     a centroid whose squared norm exceeds ``max / 16`` of it; ``predict``
     refuses a model with such a centroid (see
-    :func:`softkmeans._backends.check_magnitude`). A fit from one would
+    :func:`softkmeans._engines.check_magnitude`). A fit from one would
     keep it, out of reach of every observation, or fail on infinite
     distances, so it is refused at the start, naming its source.
 

@@ -34,13 +34,13 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import _check_sample_weight
 
-from ._backends import check_magnitude, get_engine
-from ._backends._numpy import _row_sq_norms
 from ._core import bounds
 from ._core.bounds import BoundCheck, Certificate
 from ._core.optimize import weighted_means
 from ._core.responsibilities import RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
+from ._engines import check_magnitude, get_engine
+from ._engines._numpy import _row_sq_norms
 from ._validation import N_THREADS_CONSTRAINT, canonical_csr, check_sparse_structure
 
 __all__ = [
@@ -74,7 +74,7 @@ def _engine(X, sample_weight, backend, n_threads, centers, path=False):
     """The engine on X and the validated ``centers`` (a path of configurations if ``path``).
 
     X's squared distances are checked against its dtype with the centroids'
-    norms counted (:func:`~._backends.check_magnitude`), as in ``predict``.
+    norms counted (:func:`~._engines.check_magnitude`), as in ``predict``.
     """
     X = _data(X)
     centers = check_array(centers, dtype=np.float64, input_name="centers", allow_nd=path)

@@ -7,14 +7,14 @@ import sys
 import numpy as np
 import scipy.sparse as sp
 
-from softkmeans._backends._numba import input_kind
+from softkmeans._engines._numba.compile import input_kind
 
 _SEEDED_FITS = """
 import hashlib
 import numpy as np
 import scipy.sparse as sp
 from softkmeans import EntmaxKMeans, SoftKMeans
-from softkmeans._backends._numba_kernels import csr_pass, dense_pass
+from softkmeans._engines._numba.kernels import csr_pass, dense_pass
 
 rng = np.random.default_rng(0)
 X = rng.normal(size=(20000, 16)).astype(np.float32)

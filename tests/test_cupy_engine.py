@@ -19,16 +19,16 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import softkmeans._base as base
 from softkmeans import EntmaxKMeans, SoftKMeans
-from softkmeans._backends import BACKENDS, get_engine, resolve_backend
-from softkmeans._backends._array_engine import ArrayEngine
-from softkmeans._backends._array_kernels import ArrayKernels
-from softkmeans._backends._numpy import NumpyEngine
 from softkmeans._core.responsibilities import (
     RelaxationSpec,
     _scaled_logits,
     _threshold_sorted,
     block_responsibilities,
 )
+from softkmeans._engines import BACKENDS, get_engine, resolve_backend
+from softkmeans._engines._array_engine import ArrayEngine
+from softkmeans._engines._array_kernels import ArrayKernels
+from softkmeans._engines._numpy import NumpyEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = [
@@ -44,7 +44,7 @@ SPECS = [
 def _has_gpu():
     if importlib.util.find_spec("cupy") is None:
         return False
-    from softkmeans._backends._cupy import gpu_available
+    from softkmeans._engines._cupy import gpu_available
 
     return gpu_available()
 
@@ -141,7 +141,7 @@ def test_array_engine_matches_oracle(dtype, sparse, spec):
 def _device_engine(name):
     if name == "array":
         return ArrayEngine
-    from softkmeans._backends._cupy import CupyEngine
+    from softkmeans._engines._cupy import CupyEngine
 
     return CupyEngine
 
@@ -305,7 +305,7 @@ def test_gpu_check_exits_cleanly_without_a_gpu():
 def test_cupy_kernels_match_array_kernels(spec, dtype):
     import cupy
 
-    from softkmeans._backends._cupy import CupyKernels
+    from softkmeans._engines._cupy import CupyKernels
 
     rng = np.random.default_rng(4)
     D = rng.uniform(0.0, 4.0, size=(70, 45)).astype(dtype)
@@ -344,7 +344,7 @@ def test_cupy_kernels_match_array_kernels(spec, dtype):
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("spec", SPECS[:4], ids=lambda s: f"{s.kind}-{s.sigma}")
 def test_cupy_engine_matches_oracle(dtype, sparse, spec):
-    from softkmeans._backends._cupy import CupyEngine
+    from softkmeans._engines._cupy import CupyEngine
 
     X, centers, w = _data(dtype, sparse)
     oracle, engine = NumpyEngine(X, w), CupyEngine(X, w, block_elements=1000)

@@ -11,10 +11,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
-from softkmeans._backends import get_engine
 from softkmeans._core.optimize import HARD, alternating
 from softkmeans._core.responsibilities import SIGMA_MAX, SIGMA_MIN
 from softkmeans._core.temperature import auto_sigma
+from softkmeans._engines import get_engine
 from softkmeans.exceptions import CriticalTemperatureWarning
 
 ALL = [
@@ -320,28 +320,28 @@ def test_fewer_distinct_clusters_than_asked_warns_as_sklearn(make, blobs):
 
 @pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans, AnnealedKMeans])
 def test_n_threads_sets_the_threads_of_every_pass(Estimator, monkeypatch):
-    from softkmeans._backends import _numba
+    from softkmeans._engines._numba import engine as numba_engine
 
     # Four clusters; 20000 x 64 x 4 multiply-adds a pass: work for two threads (WORK_PER_THREAD)
     rng = np.random.default_rng(0)
     X = (rng.normal(size=(20000, 64)) + 6 * rng.normal(size=(4, 64))[rng.integers(0, 4, 20000)])
     X = X.astype(np.float32)
     counts = []
-    run_in_threads = _numba.run_in_threads
+    run_in_threads = numba_engine.run_in_threads
 
     def counting_run_in_threads(kernel, n_parts, n_threads, *args):
-        if kernel is not _numba.dense_row_sq_norms:  # the row norms get threads by their size
+        if kernel is not numba_engine.dense_row_sq_norms:  # the row norms get threads by their size
             counts.append(min(n_threads, n_parts))
         return run_in_threads(kernel, n_parts, n_threads, *args)
 
-    monkeypatch.setattr(_numba, "run_in_threads", counting_run_in_threads)
+    monkeypatch.setattr(numba_engine, "run_in_threads", counting_run_in_threads)
     fits = []
     for n_threads in (1, 2):
         counts.clear()
         model = Estimator(4, n_threads=n_threads, max_iter=5, random_state=0, backend="numba")
         fits.append(model.fit(X))
         model.predict(X)
-        assert set(counts) == {_numba.effective_n_threads(n_threads)}
+        assert set(counts) == {numba_engine.effective_n_threads(n_threads)}
     np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
     np.testing.assert_array_equal(fits[0].cluster_centers_, fits[1].cluster_centers_)
     assert fits[0].objective_ == fits[1].objective_

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from softkmeans import EntmaxKMeans, SoftKMeans
-from softkmeans._backends._numba import NumbaEngine
 from softkmeans._core.temperature import lambda_max
+from softkmeans._engines._numba.engine import NumbaEngine
 from softkmeans.diagnostics import Certificate, certify
 
 

@@ -15,26 +15,24 @@ from numba import njit
 from threadpoolctl import threadpool_limits
 
 from softkmeans import SoftKMeans
-from softkmeans._backends import _numba, _threads, get_engine, resolve_backend
-from softkmeans._backends._array_engine import ArrayEngine
-from softkmeans._backends._numba import NumbaEngine, effective_n_threads
-from softkmeans._backends._numba_kernels import (
-    chunk_rows,
-    csr_pass,
-    dense_pass,
-    pass_layout,
-    product_block,
-)
-from softkmeans._backends._numba_rows import (
-    SOFTMAX_SKIP_EPS,
+from softkmeans._core.optimize import alternating
+from softkmeans._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from softkmeans._engines import get_engine, resolve_backend
+from softkmeans._engines._array_engine import ArrayEngine
+from softkmeans._engines._numba import blas, threads
+from softkmeans._engines._numba import engine as numba_engine
+from softkmeans._engines._numba.elementary import (
     exp_nonpositive,
     exp_nonpositive32,
     log1p_nonnegative,
 )
-from softkmeans._backends._numba_transpose import transpose_rows
-from softkmeans._backends._numpy import NumpyEngine, first_equal_rows
-from softkmeans._core.optimize import alternating
-from softkmeans._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from softkmeans._engines._numba.engine import NumbaEngine
+from softkmeans._engines._numba.kernels import csr_pass, dense_pass
+from softkmeans._engines._numba.layout import chunk_rows, pass_layout, product_block
+from softkmeans._engines._numba.rows import SOFTMAX_SKIP_EPS
+from softkmeans._engines._numba.threads import effective_n_threads
+from softkmeans._engines._numba.transpose import transpose_rows
+from softkmeans._engines._numpy import NumpyEngine, first_equal_rows
 
 
 @njit
@@ -60,7 +58,7 @@ RTOL = {np.float64: 1e-10, np.float32: 2e-5}
 @pytest.fixture(autouse=True)
 def _threads_even_for_tiny_data(monkeypatch):
     """Let these small passes use every thread, so the parallel reduction is exercised."""
-    monkeypatch.setattr(_numba, "WORK_PER_THREAD", 1)
+    monkeypatch.setattr(numba_engine, "WORK_PER_THREAD", 1)
 
 
 def _data(dtype, sparse, seed=0):
@@ -148,7 +146,7 @@ def test_products_by_centroid_blocks_match_oracle(dtype, spec, blocked, monkeypa
     37 features and the last chunk's 90 rows are not multiples of a tile (16
     float32 or 8 float64 lanes), so the transpose's edge loops run too.
     """
-    monkeypatch.setattr(_numba, "blocked_products", lambda: blocked)
+    monkeypatch.setattr(numba_engine, "blocked_products", lambda: blocked)
     rng = np.random.RandomState(3)
     n_clusters, n_features = 70, 37
     assert 1 < n_clusters / product_block(chunk_rows(n_clusters), n_features) <= 2
@@ -173,18 +171,18 @@ def test_transpose_rows_is_exact(dtype, n_features):
 
 def test_blocked_products_follow_the_openblas_core(monkeypatch):
     info = [{"user_api": "blas", "internal_api": "openblas", "architecture": "SkylakeX"}]
-    monkeypatch.setattr(_threads, "_controller", SimpleNamespace(info=lambda: info))
-    _numba.blocked_products.cache_clear()
+    monkeypatch.setattr(blas, "_controller", SimpleNamespace(info=lambda: info))
+    numba_engine.blocked_products.cache_clear()
     try:
-        assert _numba.blocked_products()
+        assert numba_engine.blocked_products()
         info[0]["architecture"] = "Haswell"
-        _numba.blocked_products.cache_clear()
-        assert not _numba.blocked_products()
+        numba_engine.blocked_products.cache_clear()
+        assert not numba_engine.blocked_products()
         info[0].update(internal_api="mkl", architecture="SkylakeX")
-        _numba.blocked_products.cache_clear()
-        assert not _numba.blocked_products()
+        numba_engine.blocked_products.cache_clear()
+        assert not numba_engine.blocked_products()
     finally:
-        _numba.blocked_products.cache_clear()
+        numba_engine.blocked_products.cache_clear()
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
@@ -218,24 +216,24 @@ def test_row_norms_are_float64_sums_of_float32_data(engine, sparse):
 def test_a_pass_holds_blas_at_one_thread_and_restores_it(monkeypatch):
     """As scikit-learn's Lloyd loop: BLAS at one thread inside the pass's threads."""
     X, weights, init = _data(np.float32, False)
-    controller = _threads.blas_controller()
+    controller = blas.blas_controller()
 
     def blas_threads():
         return [lib.num_threads for lib in controller.select(user_api="blas").lib_controllers]
 
     before = blas_threads()
     inside = []
-    run_in_threads = _numba.run_in_threads
+    run_in_threads = numba_engine.run_in_threads
 
     def recording(kernel, *args):
-        if kernel is not _numba.dense_row_sq_norms:  # no BLAS there
+        if kernel is not numba_engine.dense_row_sq_norms:  # no BLAS there
             inside.append(blas_threads())
         return run_in_threads(kernel, *args)
 
-    monkeypatch.setattr(_numba, "run_in_threads", recording)
+    monkeypatch.setattr(numba_engine, "run_in_threads", recording)
     NumbaEngine(X, weights).estep(init, SPECS["softmax-hot"])
     assert inside and all(set(counts) == {1} for counts in inside)
-    assert blas_threads() == before and _threads._blas_owner is None
+    assert blas_threads() == before and blas._blas_owner is None
 
 
 @pytest.mark.parametrize("engine", [NumpyEngine, NumbaEngine, ArrayEngine])
@@ -359,7 +357,7 @@ def test_float32_data_far_from_the_origin_keep_their_precision(spec, blocked, n_
     center each chunk for its cross term, and every output keeps float32
     precision relative to the distances.
     """
-    monkeypatch.setattr(_numba, "blocked_products", lambda: blocked)  # 37: transposed chunks
+    monkeypatch.setattr(numba_engine, "blocked_products", lambda: blocked)  # 37: transposed chunks
     rng = np.random.RandomState(0)
     means = rng.uniform(-3, 3, size=(N_CLUSTERS, n_features))
     X = means[rng.randint(N_CLUSTERS, size=N_SAMPLES)] + rng.normal(size=(N_SAMPLES, n_features))
@@ -567,7 +565,7 @@ def test_concurrent_passes_from_several_threads():
 
 def test_overlapping_fits_from_several_threads_restore_blas():
     """Each thread's limit would restore what another had set: one process-wide count does not."""
-    controller = _threads.blas_controller()
+    controller = blas.blas_controller()
 
     def blas_threads():
         return [lib.num_threads for lib in controller.select(user_api="blas").lib_controllers]
@@ -583,7 +581,7 @@ def test_overlapping_fits_from_several_threads_restore_blas():
 
     with ThreadPoolExecutor(max_workers=4) as callers:
         assert list(callers.map(fit, range(4))) == [10] * 4
-    assert blas_threads() == before and _threads._blas_owner is None
+    assert blas_threads() == before and blas._blas_owner is None
 
 
 @pytest.mark.parametrize("scale", [1e-15, 1e39])
@@ -614,7 +612,7 @@ def test_duplicated_centroids_tie_exactly(dtype, n_features, n_clusters, blocked
     """BLAS rounds a product by the position of its rows: a lone last block of centroids or
     the short last chunk of X gave equal centroids different distances. Equal centroids
     get the first one's cross term (and no block holds a single centroid)."""
-    monkeypatch.setattr(_numba, "blocked_products", lambda: blocked)
+    monkeypatch.setattr(numba_engine, "blocked_products", lambda: blocked)
     chunk, step, _ = pass_layout(n_clusters, n_features, dtype, blocked)
     assert n_clusters % step != 1 or step >= n_clusters
     rng = np.random.RandomState(0)
@@ -718,7 +716,7 @@ def test_engine_keeps_float32_and_weights():
 
 def test_compile_command_compiles_every_input_kind(capsys):
     from softkmeans.__main__ import main
-    from softkmeans._backends._numba_kernels import csr_pass, dense_pass
+    from softkmeans._engines._numba.kernels import csr_pass, dense_pass
 
     assert main(["compile"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -747,32 +745,32 @@ def test_compile_command_resolves_a_relative_cache_folder(tmp_path, capsys, monk
     import numba
 
     from softkmeans.__main__ import _print_cache_folder
-    from softkmeans._backends._numba_kernels import dense_pass
+    from softkmeans._engines._numba.kernels import dense_pass
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(numba.config, "CACHE_DIR", "relcache")
-    monkeypatch.setattr(dense_pass, "_cache", SimpleNamespace(cache_path="relcache/_backends_1"))
+    monkeypatch.setattr(dense_pass, "_cache", SimpleNamespace(cache_path="relcache/_engines_1"))
     _print_cache_folder()
-    assert capsys.readouterr().out == f"numba's cache folder: {tmp_path}/relcache/_backends_1\n"
+    assert capsys.readouterr().out == f"numba's cache folder: {tmp_path}/relcache/_engines_1\n"
 
 
 @pytest.mark.parametrize(("state", "why"), [
     ("disabled", "the environment variable NUMBA_DISABLE_JIT turns it off"),
     ("missing", "it is not installed")])
 def test_compile_command_says_why_numba_cannot_compile(state, why, capsys, monkeypatch):
-    import softkmeans._backends as backends
+    import softkmeans._engines as engines
     from softkmeans.__main__ import main
 
-    monkeypatch.setattr(backends, "_numba_state", lambda: state)
+    monkeypatch.setattr(engines, "_numba_state", lambda: state)
     assert main(["compile"]) == 1
     assert capsys.readouterr().err == f"numba cannot compile the kernels here: {why}.\n"
 
 
 def test_compile_command_fails_without_a_cache_directory(capsys, monkeypatch):
     from softkmeans.__main__ import main
-    from softkmeans._backends import _numba_rows
+    from softkmeans._engines._numba import jit
 
-    monkeypatch.setitem(_numba_rows.JIT_OPTIONS, "cache", False)
+    monkeypatch.setitem(jit.JIT_OPTIONS, "cache", False)
     assert main(["compile"]) == 1
     assert "set NUMBA_CACHE_DIR" in capsys.readouterr().out
 
@@ -785,8 +783,8 @@ from numba.core import caching
 caching.CacheImpl._locator_classes = []  # as on a read-only file system: no cache directory
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    from softkmeans._backends import _numba_rows
-assert _numba_rows.JIT_OPTIONS["cache"] is False
+    from softkmeans._engines._numba import jit
+assert jit.JIT_OPTIONS["cache"] is False
 assert [w.category.__name__ for w in caught] == ["CompilationCacheWarning"], caught
 from softkmeans import SoftKMeans
 X = sp.csr_matrix(np.random.default_rng(0).normal(size=(60, 3)))
@@ -846,14 +844,14 @@ def test_threads_of_an_interrupted_pass_finish_and_errors_reach_the_caller():
         done.wait(60)
 
     with pytest.raises(KeyboardInterrupt):
-        _threads.run_in_threads(share, 3, 3)
+        threads.run_in_threads(share, 3, 3)
     done.set()
     out = np.zeros(3)
 
     def fill(out, start, stop):
         out[start:stop] = 10 * np.arange(start, stop)
 
-    _threads.run_in_threads(fill, 3, 3, out)
+    threads.run_in_threads(fill, 3, 3, out)
     np.testing.assert_array_equal(out, [0, 10, 20])
 
     def failing(start, stop):
@@ -861,7 +859,7 @@ def test_threads_of_an_interrupted_pass_finish_and_errors_reach_the_caller():
             raise ValueError("in a worker")
 
     with pytest.raises(ValueError, match="in a worker"):
-        _threads.run_in_threads(failing, 3, 3)
+        threads.run_in_threads(failing, 3, 3)
 
 
 _INTERRUPTED_PREDICTS = """
@@ -869,7 +867,7 @@ import signal, sys, threading, time
 import numpy as np
 from threadpoolctl import threadpool_info
 from softkmeans import SoftKMeans
-from softkmeans._backends import _threads
+from softkmeans._engines._numba import blas as _blas
 blas = lambda: [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 before = blas()
 X = np.random.default_rng(0).normal(size=(300, 4))
@@ -890,7 +888,7 @@ while time.time() < end:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 assert (model.predict(X) == expected).all()
-assert _threads._blas_owner is None and blas() == before, (_threads._blas_owner, blas(), before)
+assert _blas._blas_owner is None and blas() == before, (_blas._blas_owner, blas(), before)
 print("healthy")
 """
 

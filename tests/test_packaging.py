@@ -108,7 +108,7 @@ def test_the_hook_compiles_into_the_build_directory_and_warns_if_that_fails(monk
 def test_editable_installs_and_the_opt_out_skip_the_compilation(tmp_path, monkeypatch, editable,
                                                                  precompile):
     """They skip it, and a reused build directory loses the caches of an earlier build."""
-    stale = tmp_path / "softkmeans" / "_backends" / "__pycache__" / "dense_pass.nbc"
+    stale = tmp_path / "softkmeans" / "_engines" / "_numba" / "__pycache__" / "dense_pass.nbc"
     stale.parent.mkdir(parents=True)
     stale.touch()
     hook, _ = _hook(monkeypatch, editable, tmp_path)

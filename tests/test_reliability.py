@@ -302,9 +302,9 @@ def test_transform_and_predict_proba_allocate_their_output_only(Estimator, metho
     output as it is computed."""
     import tracemalloc
 
-    from softkmeans._backends import _numba
+    from softkmeans._engines._numba import engine as numba_engine
 
-    monkeypatch.setattr(_numba, "OUTPUT_BLOCK_ELEMENTS", 1 << 15, raising=False)
+    monkeypatch.setattr(numba_engine, "OUTPUT_BLOCK_ELEMENTS", 1 << 15, raising=False)
     rng = np.random.RandomState(0)
     X = rng.normal(size=(100_000, 4)).astype(dtype)
     X = sp.csr_matrix(np.where(X > 0, X, 0)) if sparse else X

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from softkmeans import SoftKMeans
-from softkmeans._backends import get_engine
 from softkmeans._core.optimize import HARD, alternating
 from softkmeans._core.responsibilities import RelaxationSpec
+from softkmeans._engines import get_engine
 from softkmeans.diagnostics import (
     certify,
     critical_sigma,

@@ -24,10 +24,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from softkmeans._backends import get_engine
 from softkmeans._core.optimize import HARD, alternating
 from softkmeans._core.responsibilities import RelaxationSpec
 from softkmeans._core.temperature import lambda_max
+from softkmeans._engines import get_engine
 
 __all__ = ["BACKEND", "N_FEATURES", "STRUCTURES", "Benchmark", "make_data", "temperatures",
            "spec_for",

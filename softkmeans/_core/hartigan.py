@@ -15,7 +15,7 @@ Lloyd fixed point, not conversely.
 :func:`hartigan_moves` refines a partition of the whole data: each sweep
 screens every observation in blocks of rows (one matrix product per block,
 as a Lloyd pass) and visits the candidates, best first, with the compiled
-loop of :mod:`softkmeans._backends._numba_hartigan`, which decides each move
+loop of :mod:`softkmeans._engines._numba.hartigan`, which decides each move
 against the means as the earlier moves left them, from distances computed
 by subtraction. The other functions here serve it and the merge-and-split
 search of :mod:`softkmeans._core.split_merge`.
@@ -24,7 +24,7 @@ search of :mod:`softkmeans._core.split_merge`.
 import numpy as np
 import scipy.sparse as sp
 
-from .._backends._numba_hartigan import add_to_clusters, hartigan_visits
+from .._engines._numba.hartigan import add_to_clusters, hartigan_visits
 
 __all__ = ["dense_rows", "hartigan_moves", "nearest_labels", "partition_sums"]
 

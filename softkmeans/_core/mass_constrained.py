@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._backends._numba_priors import add_prior_weighted
+from .._engines._numba.priors import add_prior_weighted
 from .hartigan import dense_rows, hartigan_moves
 from .optimize import HARD, alternating, anneal
 from .split_merge import merge_split_search

@@ -251,7 +251,7 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     Parameters
     ----------
     engine : engine object
-        Bound to the data (see :mod:`softkmeans._backends`).
+        Bound to the data (see :mod:`softkmeans._engines`).
     centers : ndarray of shape (n_clusters, n_features), float64
         Starting centroids.
     spec : RelaxationSpec

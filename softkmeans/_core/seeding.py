@@ -26,7 +26,7 @@ def separate_coincident(engine, centers):
     Parameters
     ----------
     engine : engine object
-        Bound to the data (see :mod:`softkmeans._backends`).
+        Bound to the data (see :mod:`softkmeans._engines`).
     centers : ndarray of shape (n_clusters, n_features)
         Starting centroids.
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._backends._numba_hartigan import hartigan_visits
+from .._engines._numba.hartigan import hartigan_visits
 from .hartigan import nearest_labels, partition_sums
 
 __all__ = ["Partition", "merge_split_search"]

@@ -128,7 +128,7 @@ def stream_step(stream, engine, *, decay, fit_sigma=None, reseed=False):
     ----------
     stream : Stream
     engine : engine object
-        Bound to the batch (see :mod:`softkmeans._backends`).
+        Bound to the batch (see :mod:`softkmeans._engines`).
     decay : float
         The forgetting factor ``gamma`` in ``[0, 1]``.
     fit_sigma : float, default=None

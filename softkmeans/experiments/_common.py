@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from sklearn.cluster import kmeans_plusplus
 
-from .._backends import get_engine
 from .._core.optimize import HARD, alternating, weighted_means
+from .._engines import get_engine
 from ..datasets import DATASETS, load
 
 __all__ = ["Config", "Context", "prepare", "Progress", "median_iqr", "percent", "fit_slope",

@@ -1,6 +1,6 @@
 """The CuPy engine: the device engine on an NVIDIA GPU.
 
-:class:`CupyEngine` is :class:`~softkmeans._backends._array_engine.ArrayEngine`
+:class:`CupyEngine` is :class:`~softkmeans._engines._array_engine.ArrayEngine`
 with CuPy as its namespace: the data are moved to the GPU once, the distance
 cross-term goes through cuBLAS (``X_b @ C.T``), and :class:`CupyKernels`
 replaces the passes over each block that matter most by fused kernels:
@@ -71,7 +71,7 @@ def gpu_available():
 
     Examples
     --------
-    >>> from softkmeans._backends._cupy import gpu_available  # doctest: +SKIP
+    >>> from softkmeans._engines._cupy import gpu_available  # doctest: +SKIP
     >>> gpu_available()  # doctest: +SKIP
     True
     """
@@ -89,7 +89,7 @@ class CupyKernels(ArrayKernels):
     Examples
     --------
     >>> import cupy  # doctest: +SKIP
-    >>> from softkmeans._backends._cupy import CupyKernels  # doctest: +SKIP
+    >>> from softkmeans._engines._cupy import CupyKernels  # doctest: +SKIP
     >>> D = cupy.asarray([[1.0, 0.0, 9.0]])  # doctest: +SKIP
     >>> labels, dmin, margins = CupyKernels().nearest_two(D)  # doctest: +SKIP
     >>> int(labels[0]), float(dmin[0]), float(margins[0])  # doctest: +SKIP
@@ -139,7 +139,7 @@ class CupyEngine(ArrayEngine):
     Examples
     --------
     >>> import numpy as np  # doctest: +SKIP
-    >>> from softkmeans._backends._cupy import CupyEngine  # doctest: +SKIP
+    >>> from softkmeans._engines._cupy import CupyEngine  # doctest: +SKIP
     >>> from softkmeans._core.responsibilities import RelaxationSpec  # doctest: +SKIP
     >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [4.0, 0.0]])  # doctest: +SKIP
     >>> CupyEngine(X).estep(X[[0, 2]], RelaxationSpec("hard")).labels.tolist()  # doctest: +SKIP

@@ -1,10 +1,10 @@
 """The numba engine: the numpy oracle's passes as parallel compiled kernels.
 
 Each pass is one sweep over X in chunks of rows, grouped into slots whose
-accumulators are summed in slot order after the loop (:mod:`._threads`; the
+accumulators are summed in slot order after the loop (:mod:`.threads`; the
 kernels release the GIL and run on Python threads, which spares numba's
 parallel compilation, the larger part of the first fit's JIT time). Only
-the centroids that can carry a responsibility are visited (:mod:`._numba_rows`
+the centroids that can carry a responsibility are visited (:mod:`.rows`
 documents the pruning and its exactness), so that a low-temperature iteration
 costs about what a Lloyd iteration costs.
 
@@ -12,12 +12,11 @@ Precision: float64 data gives the oracle's numbers to rounding. For float32
 data the cross term ``X C^T`` is a float32 GEMM (as in scikit-learn) and dense
 softmax weights use a float32 exp, so results agree with the oracle (which
 works in float64) to float32 precision. Dense data far from the origin are
-centred chunk by chunk for the cross term (:func:`._conditioning.centering_shift`).
+centred chunk by chunk for the cross term
+(:func:`softkmeans._engines._conditioning.centering_shift`).
 
-Compilation: the kernels are compiled by numba on their first call in the
-process (seconds, once per input kind) and kept in numba's on-disk cache, from
-which later processes load them; ``python -m softkmeans compile`` fills that
-cache ahead of time (:func:`compile_kernels`).
+Compilation: by numba, on a kernel's first call in the process, or ahead of
+time (:mod:`.compile`).
 
 Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
 (``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
@@ -28,44 +27,33 @@ number of threads.
 """
 
 import copy
-import functools
-import time
 
 import numpy as np
 import scipy.sparse as sp
 
-from .._core.bounds import UNIT_ROUNDOFF, unit_roundoff
-from .._core.responsibilities import RelaxationSpec
-from ._chunks import row_blocks
-from ._conditioning import centering_shift, power_of_two_scale
-from ._numba_hartigan import compile_local_search
-from ._numba_kernels import (
+from ..._core.bounds import UNIT_ROUNDOFF, unit_roundoff
+from ..._core.responsibilities import RelaxationSpec
+from .._chunks import row_blocks
+from .._conditioning import centering_shift, power_of_two_scale
+from .._numpy import NumpyEngine, _row_sq_norms, first_equal_rows
+from .._stats import PassStats
+from .blas import blas_at_one_thread
+from .kernels import (
     OUT_DIST,
     OUT_FARTHEST,
     OUT_GAP,
     OUT_NONE,
     OUT_RESP,
-    chunk_rows,
     csr_pass,
     dense_inverse,
     dense_pass,
     dense_row_sq_norms,
-    pass_layout,
 )
-from ._numba_priors import compile_prior_pass
-from ._numba_rows import KINDS
-from ._numpy import NumpyEngine, _row_sq_norms, first_equal_rows
-from ._stats import PassStats
-from ._threads import (
-    blas_at_one_thread,
-    blas_controller,
-    effective_n_threads,
-    run_in_threads,
-    slot_layout,
-)
+from .layout import blocked_products, chunk_rows, pass_layout
+from .rows import KINDS
+from .threads import effective_n_threads, run_in_threads, slot_layout
 
-__all__ = ["NumbaEngine", "blocked_products", "compile_kernels", "effective_n_threads",
-           "input_kind"]
+__all__ = ["NumbaEngine"]
 
 _HARD = RelaxationSpec("hard")
 #: A pass gets one more thread per this many multiply-adds of its distance computation;
@@ -85,33 +73,6 @@ _UNDERFLOW = 746.0
 #: for in another dtype (``NumbaEngine._output_pass``): 32 MB, of ``4M d`` multiply-adds at
 #: ``d`` features, work for ``1 + d`` threads (:data:`WORK_PER_THREAD`).
 OUTPUT_BLOCK_ELEMENTS = 1 << 22
-#: OpenBLAS core types (``threadpoolctl``'s ``architecture``) with small-matrix GEMM kernels.
-SMALL_KERNEL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
-
-
-@functools.lru_cache(maxsize=1)
-def blocked_products():
-    """Whether dense passes compute their products by blocks of centroids.
-
-    True when every BLAS library loaded is an OpenBLAS running kernels of
-    :data:`SMALL_KERNEL_CORES` (as ``threadpoolctl`` reports it; the
-    ``OPENBLAS_CORETYPE`` variable changes it). Their small-matrix kernels
-    multiply blocks of a few dozen centroids without packing, faster than
-    one call for all centroids; other kernels (OpenBLAS's Haswell and Zen
-    ones, measured) are slower by blocks. See :mod:`._numba_kernels`.
-
-    Returns
-    -------
-    bool
-    """
-    libraries = [info for info in blas_controller().info() if info["user_api"] == "blas"]
-    return bool(libraries) and all(
-        info["internal_api"] == "openblas"
-        and str(info.get("architecture", "")).lower() in SMALL_KERNEL_CORES
-        for info in libraries
-    )
-
-
 def _accumulators(n_slots, n_clusters, n_features):
     """Zeroed sums, masses and scalars (objective, inertia, gap) of each slot of a pass.
 
@@ -159,44 +120,11 @@ def _lower_exponents(centers, candidates, labels, dmin):
     return lower.min(axis=1, initial=np.inf)
 
 
-def input_kind(X):
-    """The input kind of ``X``, which decides the kernels a pass over it runs.
-
-    Parameters
-    ----------
-    X : ndarray or CSR matrix
-        As the engine holds it (C-contiguous, or CSR).
-
-    Returns
-    -------
-    tuple of str
-        ``("dense", dtype)`` or ``("CSR", dtype, index dtype)``.
-    """
-    if sp.issparse(X):
-        return ("CSR", X.dtype.name, X.indices.dtype.name)
-    return ("dense", X.dtype.name)
-
-
-def _build_kernels(kind):
-    """Compile, or load from numba's cache, every kernel of a pass over input of ``kind``.
-
-    One pass over a tiny data set of that kind compiles them all: every
-    estimator, relaxation and output of the engine goes through the same pass
-    kernel.
-    """
-    points = np.random.default_rng(0).normal(size=(64, 3))
-    data = points.astype(kind[1])
-    if kind[0] == "CSR":
-        data = sp.csr_matrix(data)
-        data.indices, data.indptr = (a.astype(kind[2]) for a in (data.indices, data.indptr))
-    NumbaEngine(data)._pass(points[:4], RelaxationSpec("softmax", 1.0), True)
-
-
 class NumbaEngine(NumpyEngine):
     """Chunked passes over one data set, compiled with numba and run in parallel.
 
     Same interface and results (to rounding) as
-    :class:`~softkmeans._backends._numpy.NumpyEngine`.
+    :class:`~softkmeans._engines._numpy.NumpyEngine`.
 
     Parameters
     ----------
@@ -210,7 +138,7 @@ class NumbaEngine(NumpyEngine):
     Examples
     --------
     >>> import numpy as np
-    >>> from softkmeans._backends._numba import NumbaEngine
+    >>> from softkmeans._engines._numba.engine import NumbaEngine
     >>> from softkmeans._core.responsibilities import RelaxationSpec
     >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [5.0, 0.0]])
     >>> stats = NumbaEngine(X).estep(X[[0, 2]], RelaxationSpec("entmax", sigma=0.3))
@@ -271,7 +199,7 @@ class NumbaEngine(NumpyEngine):
         return (self.X.nnz if sp.issparse(self.X) else self.X.size) * len(centers)
 
     def _slots(self, n_clusters, n_features):
-        """``(n_slots, chunks_per_slot, rows_per_chunk)`` of a pass (:func:`._threads.slot_layout`).
+        """``(n_slots, chunks_per_slot, rows_per_chunk)`` of a pass (:func:`.threads.slot_layout`).
 
         They depend on the data and the shape of the centroids, never on the
         number of threads: so do the results.
@@ -284,7 +212,7 @@ class NumbaEngine(NumpyEngine):
     def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):
         """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin).
 
-        BLAS is held to one thread during it (:func:`._threads.blas_at_one_thread`).
+        BLAS is held to one thread during it (:func:`.blas.blas_at_one_thread`).
         ``OUT_FARTHEST`` takes an ``out`` of ``n_slots`` rows (:meth:`_slots`).
         """
         centers, c_sq = self._shifted_centers(centers)
@@ -431,7 +359,7 @@ class NumbaEngine(NumpyEngine):
         """Squared distances to every centroid, shape (n_samples, n_clusters), in ``dtype``.
 
         ``sqrt=True`` gives the distances, as
-        :meth:`NumpyEngine.sq_distances <softkmeans._backends._numpy.NumpyEngine.sq_distances>`.
+        :meth:`NumpyEngine.sq_distances <softkmeans._engines._numpy.NumpyEngine.sq_distances>`.
         For dense float32 data they are the numpy engine's, from float64
         products as scikit-learn's ``transform`` computes them (at the numpy
         engine's speed, with BLAS's threads): the kernels' float32 cross term
@@ -460,47 +388,3 @@ class NumbaEngine(NumpyEngine):
         out = np.empty((self.n_samples, 1))
         dmin = self._pass(centers, spec, False, OUT_GAP, out)[5]
         return -dmin / spec.tau + out[:, 0] / spec.tau
-
-
-def compile_kernels(file=None):
-    """Compile every kernel a fit can call, or load it from numba's on-disk cache.
-
-    Every input kind (dense and CSR, float32 and float64) in turn; with dense
-    float64, the annealing's own kernels (they see dense float64 rows of any
-    input). A fit compiles the kernels of its input kind on its first pass
-    anyway (seconds, once per installation: later processes load them from the
-    cache in a fraction of a second); running this (``python -m softkmeans compile``)
-    beforehand, for example when building a container image or a CI cache,
-    spares that wait to the first fit of every kind. numba reads a cache only
-    from a directory it can write to: run this as the user the processes will
-    run as, or point ``NUMBA_CACHE_DIR`` at the same writable directory both
-    here and there.
-
-    Parameters
-    ----------
-    file : file-like, default=None
-        Where to print one line per input kind; nothing is printed when None.
-
-    Returns
-    -------
-    dict
-        Seconds taken per input kind, keyed by ``(layout, dtype name)``.
-
-    Examples
-    --------
-    >>> from softkmeans._backends._numba import compile_kernels
-    >>> sorted(compile_kernels())
-    [('CSR', 'float32'), ('CSR', 'float64'), ('dense', 'float32'), ('dense', 'float64')]
-    """
-    seconds = {}
-    for layout in ("dense", "CSR"):
-        for dtype in ("float32", "float64"):
-            start = time.perf_counter()
-            _build_kernels((layout, dtype, "int32"))
-            if (layout, dtype) == ("dense", "float64"):  # the annealing's own kernels
-                compile_local_search()
-                compile_prior_pass()
-            seconds[layout, dtype] = time.perf_counter() - start
-            if file is not None:
-                print(f"{layout:>5} {dtype}: {seconds[layout, dtype]:5.1f} s", file=file)
-    return seconds

@@ -11,7 +11,7 @@ main cost.
 import numpy as np
 from numba import njit
 
-from ._numba_rows import JIT_OPTIONS
+from .jit import JIT_OPTIONS
 
 __all__ = ["NEGLIGIBLE_LOGIT", "add_prior_weighted", "compile_prior_pass"]
 

@@ -3,8 +3,8 @@
 :class:`ArrayEngine` runs the passes of the GPU engine with whatever namespace
 its subclass names: numpy here (so that CI, without a GPU, runs the GPU code
 path and compares it with the numpy oracle), CuPy in
-:class:`softkmeans._backends._cupy.CupyEngine`. It differs from the oracle
-:class:`~softkmeans._backends._numpy.NumpyEngine` in ways that matter on a GPU,
+:class:`softkmeans._engines._cupy.CupyEngine`. It differs from the oracle
+:class:`~softkmeans._engines._numpy.NumpyEngine` in ways that matter on a GPU,
 not in what it computes:
 
 - it computes in the dtype of X (float32 stays float32) and sums the
@@ -19,7 +19,7 @@ not in what it computes:
 
 The engine contract is that of the oracle: ``X``, ``sample_weight`` and
 ``x_sq`` are host (numpy) arrays, ``row(i)`` is a host float64 vector, and
-:class:`~softkmeans._backends._stats.PassStats` holds host arrays. The
+:class:`~softkmeans._engines._stats.PassStats` holds host arrays. The
 ``n_samples x n_clusters`` results (``responsibilities``, ``sq_distances``,
 ``log_sum_exp``) are returned where the input lives, so that a CuPy input
 keeps them on the GPU.
@@ -63,7 +63,7 @@ class ArrayEngine:
     Examples
     --------
     >>> import numpy as np
-    >>> from softkmeans._backends._array_engine import ArrayEngine
+    >>> from softkmeans._engines._array_engine import ArrayEngine
     >>> from softkmeans._core.responsibilities import RelaxationSpec
     >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [4.0, 0.0]])
     >>> stats = ArrayEngine(X).estep(X[[0, 2]], RelaxationSpec("hard"))

@@ -16,7 +16,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._numba_rows import INNER_JIT_OPTIONS
+from .jit import INNER_JIT_OPTIONS
 
 __all__ = ["TILE_BYTES", "transpose_rows"]
 

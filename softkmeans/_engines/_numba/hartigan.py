@@ -15,7 +15,7 @@ them by rounding only, and the same build gives the same bits.
 import numpy as np
 from numba import njit
 
-from ._numba_rows import JIT_OPTIONS
+from .jit import JIT_OPTIONS
 
 __all__ = ["add_to_clusters", "compile_local_search", "hartigan_visits"]
 

@@ -1,22 +1,22 @@
 """Parallel passes of the numba engine over dense and CSR data.
 
 One pass walks over the rows of X in chunks, grouped into slots of
-consecutive chunks (:func:`._threads.slot_layout`): each kernel call runs a
+consecutive chunks (:func:`.threads.slot_layout`): each kernel call runs a
 range of slots, adding each slot's rows, in order, into that slot's
 accumulators; the caller runs ranges of slots on threads (the kernels release
 the GIL) and sums the slots' accumulators in slot order, so that the results
-do not depend on the number of threads.
-Chunk sizes and product blocks are chosen by the caller (:func:`pass_layout`). Nothing of size
+do not depend on the number of threads. Chunk sizes and product blocks are
+chosen by the caller (:func:`.layout.pass_layout`). Nothing of size
 ``n_samples x n_clusters`` is allocated unless the caller passes an output for
 it (``out_mode``).
 
-Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
+Dense X, one chunk of rows at a time (:func:`.layout.chunk_rows` rows):
 
 1. the cross term ``C X_chunk^T`` is one GEMM (BLAS at one thread, as in
    scikit-learn's Lloyd kernel), or with ``blocked_products`` and at least a
    tile of features (16 float32, 8 float64) one GEMM per block of
-   :func:`product_block` centroids on the chunk transposed by
-   :func:`._numba_transpose.transpose_rows`, laid out centroid-major and turned
+   :func:`.layout.product_block` centroids on the chunk transposed by
+   :func:`.transpose.transpose_rows`, laid out centroid-major and turned
    in place into ``u = ||c||^2 - 2 x.c`` (the squared distances less ``||x||^2``, in the
    dtype of X), so that the nearest and second nearest centroid of every row
    and the dense softmax weights are computed by loops over rows, which
@@ -32,23 +32,11 @@ Dense X, one chunk of rows at a time (:func:`chunk_rows` rows):
    with ``blocked_products``, and the exps and the row loop on top;
 3. otherwise the one-hot rows (Lloyd's, or identified entmax or softmax rows)
    add ``x_i`` to one centroid's sums in one loop, and the other rows visit
-   their candidate centroids one by one (:mod:`._numba_rows`); passes that
+   their candidate centroids one by one (:mod:`.rows`); passes that
    write per-row outputs take every row one by one.
 
-CSR X is processed row by row with float64 products.
-
-``blocked_products`` is for BLAS libraries with small-matrix kernels
-(OpenBLAS on SkylakeX and its successors, see
-:func:`._numba.blocked_products`): products of at most :data:`SMALL_PRODUCT`
-multiply-adds whose operands are contiguous in the right order run there
-without packing. At ``k = 100``, ``d = 64`` in float32 (one thread), the
-transpose and the blocked cross term cost 0.145 us per row against 0.172 for
-one GEMM on ``X_chunk^T``, and the blocked second product 0.116 against 0.165
-(measured). Without such kernels the blocks only cost more calls: the
-second product by blocks of 32 centroids took 0.26 us per row with OpenBLAS's
-Haswell kernels. With fewer features than a tile the transpose is element by
-element and costs more than it saves (the hard path at ``d = 8``, ``k = 5``:
-1.67 of scikit-learn's iteration against 1.30 for one GEMM on ``X_chunk^T``).
+CSR X is processed row by row with float64 products. ``blocked_products`` and the other
+choices of :mod:`.layout` say when blocks and transposes pay.
 
 Compilation: numba compiles every jitted function with all of its callees
 linked in and optimizes and translates that whole tree again, so each level
@@ -62,23 +50,13 @@ first fit's compilation from about 10 s to about 7 s here (CSR: 5 s to
 import numpy as np
 from numba import njit
 
-from ._numba_rows import (
-    INNER_JIT_OPTIONS,
-    JIT_OPTIONS,
-    SOFTMAX,
-    exp_as,
-    exp_nonpositive,
-    is_hard_row,
-    log1p_nonnegative,
-    row_given_nearest,
-    row_responsibilities,
-    softmax_floor,
-)
-from ._numba_transpose import TILE_BYTES, transpose_rows
+from .elementary import exp_as, exp_nonpositive, log1p_nonnegative
+from .jit import INNER_JIT_OPTIONS, JIT_OPTIONS
+from .rows import SOFTMAX, is_hard_row, row_given_nearest, row_responsibilities, softmax_floor
+from .transpose import transpose_rows
 
 __all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "OUT_NONE", "OUT_RESP",
-           "OUT_DIST", "OUT_GAP", "OUT_FARTHEST", "SMALL_PRODUCT", "dense_inverse",
-           "chunk_rows", "product_block", "pass_layout", "dense_pass", "csr_pass",
+           "OUT_DIST", "OUT_GAP", "OUT_FARTHEST", "dense_inverse", "dense_pass", "csr_pass",
            "dense_row_sq_norms"]
 
 #: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
@@ -113,55 +91,9 @@ def dense_inverse(tau, dtype):
 #: (entry ``1 / s``, finite in float32) when ``s`` is at least this.
 LEAD_IN_PRODUCT_MIN = 1e-30
 
-#: Most multiply-adds of one blocked product (see :func:`product_block`).
-SMALL_PRODUCT = 1 << 19
-
 #: ``others`` sums of dense softmax weights run in the dtype of X over blocks of this many
 #: centroids, then in float64.
 SUM_BLOCK = 64
-
-
-def chunk_rows(n_clusters):
-    """Rows per chunk: 256, fewer for many centroids (32 at least), a multiple of 16.
-
-    The column loops over a chunk's rows vectorize 16 float32 lanes wide; a
-    row count that is not a multiple of 16 leaves a scalar tail for every
-    centroid (131 rows at ``k = 1000`` cost about 10% more than 128, measured).
-    """
-    return max(32, min(256, (1 << 18) // max(n_clusters, 1)) // 16 * 16)
-
-
-def product_block(rows, n_features):
-    """Centroids per call of a blocked product (16 at least, a multiple of 16).
-
-    ``C[j0:j1] @ X_chunk^T`` and ``E[j0:j1] @ (s * X_chunk)`` are called on
-    blocks of centroids small enough (32 centroids of 64 features for 256
-    rows) for OpenBLAS to take its unpacked small-matrix kernels: 15-30%
-    faster here than one call for all centroids, and a little faster than
-    blocks of 48.
-    """
-    return max(16, SMALL_PRODUCT // (n_features * rows) // 16 * 16)
-
-
-def pass_layout(n_clusters, n_features, dtype, blocked_products):
-    """How a dense pass splits its work: ``(chunk, step, transposes)``.
-
-    ``chunk`` rows per chunk (:func:`chunk_rows`); products by blocks of
-    ``step`` centroids (:func:`product_block` with ``blocked_products``,
-    otherwise all ``n_clusters`` in one call); the cross term on the
-    transposed chunk (``transposes``) with ``blocked_products`` and at least
-    a tile of features (16 float32, 8 float64). No block holds a single
-    centroid after larger ones: OpenBLAS computes a one-row product with
-    other roundings, so a duplicate of an earlier centroid would no longer
-    tie with it exactly.
-    """
-    chunk = chunk_rows(n_clusters)
-    if not blocked_products:
-        return chunk, n_clusters, False
-    step = product_block(chunk, n_features)
-    while n_clusters > step and n_clusters % step == 1:
-        step += 16  # a last block of one centroid: BLAS rounds a one-row product its own way
-    return chunk, step, n_features >= TILE_BYTES // np.dtype(dtype).itemsize
 
 
 @njit(**_INNER)
@@ -279,7 +211,7 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
 
     ``E`` holds the chunk's shifted distances ``u`` and is overwritten with
     ``E[j, r] = exp(-(d_jr - second_r) / tau)`` for the kept centroids other
-    than the nearest (the skip rule of :mod:`._numba_rows`), 0 elsewhere. The
+    than the nearest (the skip rule of :mod:`.rows`), 0 elsewhere. The
     exponent is ``(u_second_r - u_jr) / tau`` in the dtype of X: a tied
     centroid's exponent is exactly 0, and in float32 the exponent errs by
     about as much as the float32 cross term already does. Every kept weight
@@ -408,7 +340,7 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
     dense softmax finish). The
     products run by blocks of ``step`` centroids (``k`` for one call each),
     the cross term on the transposed chunk if ``transposes``: see
-    :func:`pass_layout`.
+    :func:`.layout.pass_layout`.
     """
     n, n_features = X.shape
     k = centers.shape[0]

@@ -1,7 +1,7 @@
 """Block kernels of the device engine, written once against an array namespace ``xp``.
 
 :class:`ArrayKernels` is the reference: plain array operations that run with
-numpy (on the CPU, in CI) and with CuPy. :class:`softkmeans._backends._cupy.CupyKernels`
+numpy (on the CPU, in CI) and with CuPy. :class:`softkmeans._engines._cupy.CupyKernels`
 replaces some methods by fused CUDA kernels and is tested against this class.
 
 Every method takes a block ``D`` of squared distances (rows: observations,
@@ -43,7 +43,7 @@ class ArrayKernels:
     Examples
     --------
     >>> import numpy as np
-    >>> from softkmeans._backends._array_kernels import ArrayKernels
+    >>> from softkmeans._engines._array_kernels import ArrayKernels
     >>> D = np.array([[1.0, 0.0, 9.0]])
     >>> labels, dmin, margins = ArrayKernels(np).nearest_two(D)
     >>> int(labels[0]), float(dmin[0]), float(margins[0])

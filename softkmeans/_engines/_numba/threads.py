@@ -1,4 +1,4 @@
-"""Threads of the numba engine's passes, and BLAS held to one thread meanwhile.
+"""Threads of the numba engine's passes.
 
 A pass splits the rows of X into a fixed number of *slots* (runs of
 consecutive chunks, :func:`slot_layout`), which depends on the data and the
@@ -6,19 +6,13 @@ number of centroids only. Each slot adds its rows into its own accumulators,
 in row order, and the caller sums the slots in slot order: the results are
 the same bits whatever the number of threads. Threads take contiguous groups
 of slots (:func:`run_in_threads`); the kernels release the GIL.
-
-BLAS runs at one thread inside a pass, as in scikit-learn's Lloyd loop
-(:func:`blas_at_one_thread`, through ``threadpoolctl``).
 """
 
 import threading
-from contextlib import contextmanager
 
 import numba
 
-__all__ = ["MAX_SLOTS", "SLOT_FLOATS", "blas_at_one_thread", "blas_controller",
-           "effective_n_threads",
-           "run_in_threads", "slot_layout"]
+__all__ = ["MAX_SLOTS", "SLOT_FLOATS", "effective_n_threads", "run_in_threads", "slot_layout"]
 
 #: Most slots of a pass: the most threads a pass can use.
 MAX_SLOTS = 64
@@ -100,56 +94,3 @@ def run_in_threads(kernel, n_parts, n_threads, *args):
         thread.join()
     if errors:
         raise errors[0]
-
-
-_controller = None  # threadpoolctl's controller, made on first use
-_blas_lock = threading.Lock()
-_blas_owner = None  # the thread whose pass holds the limit
-_blas_found = None  # the thread counts to restore, until a restore has completed
-
-
-def blas_controller():
-    """``threadpoolctl``'s controller of the libraries loaded, numba's BLAS among them."""
-    global _controller
-    if _controller is None:
-        import scipy.linalg.cython_blas  # noqa: F401  (numba's BLAS: loaded before the listing)
-        from threadpoolctl import ThreadpoolController
-
-        _controller = ThreadpoolController()
-    return _controller
-
-
-def _blas_libraries():
-    return blas_controller().select(user_api="blas").lib_controllers
-
-
-@contextmanager
-def blas_at_one_thread():
-    """Hold every BLAS library at one thread during a pass (process-wide).
-
-    The first thread to ask sets the limit and restores the counts it found;
-    a thread asking meanwhile runs inside that limit. A hold of the calling
-    thread that is still registered was lost to an interrupt (passes do not
-    nest): the thread takes it over. The counts found are kept until a
-    restore completes, so that an interrupted limit or restore is undone by
-    the next pass.
-    """
-    global _blas_owner, _blas_found
-    me = threading.get_ident()
-    with _blas_lock:
-        owned = _blas_owner in (None, me)
-        if owned:
-            libraries = _blas_libraries()
-            if _blas_found is None:
-                _blas_found = [lib.num_threads for lib in libraries]
-            _blas_owner = me
-            for lib in libraries:
-                lib.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if owned:
-            with _blas_lock:
-                for lib, count in zip(_blas_libraries(), _blas_found, strict=True):
-                    lib.set_num_threads(count)
-                _blas_owner, _blas_found = None, None

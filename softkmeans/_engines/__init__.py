@@ -2,9 +2,11 @@
 
 An engine is a class constructed from validated data ``(X, sample_weight)``
 that provides ``estep``, ``responsibilities``, ``sq_distances``,
-``max_sq_distances`` and ``log_sum_exp`` (see :class:`softkmeans._backends._numpy.NumpyEngine`, the
-reference). Engines are imported lazily so that an optional dependency that is
-missing only fails when its engine is asked for.
+``max_sq_distances`` and ``log_sum_exp`` (the contract:
+:class:`softkmeans._engines._contract.Engine`; the reference:
+:class:`softkmeans._engines._numpy.NumpyEngine`). Engines are imported lazily
+so that an optional dependency that is missing only fails when its engine is
+asked for.
 """
 
 import importlib
@@ -19,7 +21,7 @@ __all__ = ["BACKENDS", "check_magnitude", "get_engine", "resolve_backend"]
 #: name -> (module, class, what it needs)
 BACKENDS = {
     "numpy": ("._numpy", "NumpyEngine", "numpy"),
-    "numba": ("._numba", "NumbaEngine", "numba"),
+    "numba": ("._numba.engine", "NumbaEngine", "numba"),
     "cupy": ("._cupy", "CupyEngine", "cupy (pip install softkmeans[gpu])"),
 }
 
