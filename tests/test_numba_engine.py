@@ -194,9 +194,9 @@ def test_kernels_get_read_only_inputs_whatever_the_callers_flags(sparse):
         for a in (*arrays, weights):
             a.flags.writeable = writeable
         NumbaEngine(X, weights).estep(init, SPECS["softmax"])
-    kernel, inputs = (csr_pass, (0, 1, 2, 3)) if sparse else (dense_pass, (0, 3))  # X, weights
+    kernel, inputs = (csr_pass, (0, 1, 2, 3)) if sparse else (dense_pass, (0, 2))  # X, weights
     assert kernel.signatures
-    assert not any(signature[i].mutable for signature in kernel.signatures for i in inputs)
+    assert not any(signature[0][i].mutable for signature in kernel.signatures for i in inputs)
 
 
 @pytest.mark.parametrize("engine", [NumpyEngine, NumbaEngine])
@@ -726,7 +726,7 @@ def test_compile_command_compiles_every_input_kind(capsys):
     assert len(lines) == 6
     for kernel in (dense_pass, csr_pass):
         for dtype in ("float32", "float64"):
-            assert any(sig[0].dtype.name == dtype for sig in kernel.signatures)
+            assert any(sig[0][0].dtype.name == dtype for sig in kernel.signatures)
 
 
 def test_compile_command_says_where_the_cache_went_when_numba_cache_dir_is_unusable():

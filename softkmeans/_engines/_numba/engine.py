@@ -44,6 +44,14 @@ from .kernels import (
     OUT_GAP,
     OUT_NONE,
     OUT_RESP,
+    CsrCentroids,
+    CsrData,
+    DenseCentroids,
+    DenseData,
+    PassLayout,
+    PassSpec,
+    RowOutputs,
+    SlotSums,
     csr_pass,
     dense_inverse,
     dense_pass,
@@ -226,22 +234,28 @@ class NumbaEngine(NumpyEngine):
         n_threads = min(effective_n_threads(self.n_threads),
                         1 + self._work(centers) // WORK_PER_THREAD)
         sums, masses, scalars = _accumulators(n_slots, k, n_features)
-        kind, tau = KINDS[spec.kind], spec.tau
-        common = (float(spec.alpha), with_sums, out_mode, out, labels, margins, dmin, sums, masses,
-                scalars, slot_chunks)
+        accumulators = SlotSums(sums, masses, scalars)
+        outputs = RowOutputs(labels, margins, dmin, out)
+        kind, tau, alpha = KINDS[spec.kind], spec.tau, float(spec.alpha)
         with blas_at_one_thread():
             if sp.issparse(X):
-                centers_t = np.ascontiguousarray(centers.T)
-                run_in_threads(csr_pass, n_slots, n_threads, *self._csr_arrays,
-                               self._kernel_weights, self.x_sq, centers_t, c_sq, rows, kind, tau,
-                               *common)
+                data = CsrData(*self._csr_arrays, self._kernel_weights, self.x_sq)
+                centroids = CsrCentroids(np.ascontiguousarray(centers.T), c_sq)
+                pass_spec = PassSpec(kind, tau, alpha, 0.0, with_sums, out_mode)
+                layout = PassLayout(rows, slot_chunks, k, False)
+                kernel = csr_pass
             else:
                 chunk, step, transposes = pass_layout(k, n_features, X.dtype, blocked_products())
                 shift, x_sq = self._kernel_data()
-                run_in_threads(dense_pass, n_slots, n_threads, X, shift,
-                               first_equal_rows(centers, c_sq), self._kernel_weights, x_sq,
-                               centers.astype(X.dtype), c_sq, chunk, step, transposes, kind, tau,
-                               dense_inverse(tau, X.dtype), *common)
+                data = DenseData(X, shift, self._kernel_weights, x_sq)
+                centroids = DenseCentroids(centers.astype(X.dtype), c_sq,
+                                           first_equal_rows(centers, c_sq))
+                pass_spec = PassSpec(kind, tau, alpha, dense_inverse(tau, X.dtype), with_sums,
+                                     out_mode)
+                layout = PassLayout(chunk, slot_chunks, step, transposes)
+                kernel = dense_pass
+            run_in_threads(kernel, n_slots, n_threads, data, centroids, pass_spec, layout,
+                           outputs, accumulators)
         # the slots in slot order: the same sums whatever the number of threads
         sums, masses, scalars = (a[:, :size].sum(axis=0) for a, size in
                                  ((sums, k), (masses, k), (scalars, 3)))

@@ -47,6 +47,8 @@ first fit's compilation from about 10 s to about 7 s here (CSR: 5 s to
 3.5-4 s); the functions only kernels call have no Python wrappers.
 """
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
@@ -56,8 +58,9 @@ from .rows import SOFTMAX, is_hard_row, row_given_nearest, row_responsibilities,
 from .transpose import transpose_rows
 
 __all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "OUT_NONE", "OUT_RESP",
-           "OUT_DIST", "OUT_GAP", "OUT_FARTHEST", "dense_inverse", "dense_pass", "csr_pass",
-           "dense_row_sq_norms"]
+           "OUT_DIST", "OUT_GAP", "OUT_FARTHEST", "DenseData", "CsrData", "DenseCentroids",
+           "CsrCentroids", "PassSpec", "PassLayout", "RowOutputs", "SlotSums", "dense_inverse",
+           "dense_pass", "csr_pass", "dense_row_sq_norms"]
 
 #: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
 DENSE_FRACTION = 4
@@ -70,6 +73,48 @@ OUT_NONE, OUT_RESP, OUT_DIST, OUT_GAP, OUT_FARTHEST = 0, 1, 2, 3, 4
 
 _JIT = JIT_OPTIONS
 _INNER = INNER_JIT_OPTIONS
+
+# The arguments of a pass, grouped (numba takes a namedtuple as one argument and unpacks it
+# for free). Arrays the kernels only read are read-only views (see the engine).
+
+#: Dense data: ``X`` (C-contiguous), the ``shift`` subtracted before the cross term (dtype of
+#: X; empty for none), each row's ``weights`` and squared norm ``x_sq`` (of the shifted row;
+#: float64).
+DenseData = namedtuple("DenseData", ["X", "shift", "weights", "x_sq"])
+#: CSR data: X's ``data``, ``indices`` and ``indptr``, each row's ``weights`` and ``x_sq``.
+CsrData = namedtuple("CsrData", ["data", "indices", "indptr", "weights", "x_sq"])
+#: Centroids of a dense pass: ``centers`` in the dtype of X (C-contiguous), the squared norms
+#: ``c_sq`` of the float64 centroids, and ``twins[j]``, the first centroid equal to ``j``.
+DenseCentroids = namedtuple("DenseCentroids", ["centers", "c_sq", "twins"])
+#: Centroids of a CSR pass: ``centers_t`` (``C^T``, float64, C-contiguous) and ``c_sq``.
+CsrCentroids = namedtuple("CsrCentroids", ["centers_t", "c_sq"])
+#: What a pass computes: the relaxation's ``kind`` (:data:`.rows.KINDS`), ``tau``,
+#: ``alpha``, ``inv_tau`` (:func:`dense_inverse`; dense passes only), whether to accumulate
+#: ``with_sums`` and what to write into the outputs' ``out`` (``out_mode``).
+PassSpec = namedtuple("PassSpec", ["kind", "tau", "alpha", "inv_tau", "with_sums", "out_mode"])
+#: How a pass splits its rows: ``chunk`` rows per chunk, ``slot_chunks`` chunks per slot;
+#: dense passes compute their products by blocks of ``step`` centroids, on the transposed
+#: chunk if ``transposes`` (:func:`.layout.pass_layout`).
+PassLayout = namedtuple("PassLayout", ["chunk", "slot_chunks", "step", "transposes"])
+#: What a pass writes per row (``labels``, ``margins``, ``dmin``) and the ``out`` array of
+#: ``out_mode``.
+RowOutputs = namedtuple("RowOutputs", ["labels", "margins", "dmin", "out"])
+#: The statistics a slot adds its rows into: ``sums`` (k x d), ``masses`` (k) and
+#: ``scalars`` (objective, inertia, gap); the pass's arrays hold one row per slot.
+SlotSums = namedtuple("SlotSums", ["sums", "masses", "scalars"])
+#: One dense chunk's values per row: ``label`` and ``dmin`` (the nearest centroid and its
+#: squared distance), ``second`` (the second smallest), whether the row is ``hard``
+#: (one-hot); for a dense softmax finish, ``others`` (the sum of the weights relative to the
+#: second nearest's), ``ratio`` (``s_r``), ``row_gap``, ``kept`` (rows in the products), and
+#: in the dtype of X: ``u_second`` (the second smallest ``||c||^2 - 2 x.c``), ``floor`` (the
+#: smallest kept exponent), ``partial`` (blocked sums of ``others``) and ``scale`` (each
+#: row's factor in the products).
+ChunkRows = namedtuple("ChunkRows", ["label", "dmin", "second", "hard", "others", "ratio",
+                                     "row_gap", "kept", "u_second", "floor", "partial",
+                                     "scale"])
+#: The products of a dense softmax finish: ``scaled_x`` (the rows times their scale), and
+#: their results ``mass_product`` (k) and ``sum_product`` (k x d), in the dtype of X.
+Products = namedtuple("Products", ["scaled_x", "mass_product", "sum_product"])
 
 
 def dense_inverse(tau, dtype):
@@ -97,9 +142,11 @@ SUM_BLOCK = 64
 
 
 @njit(**_INNER)
-def _record_row(i, label, row_dmin, margin, gap, weight, m, idx, val, masses, scalars, labels,
-                margins, dmin, out_mode, out):
-    """Store row ``i``'s summary and add its compact responsibilities to the statistics."""
+def _record_row(outputs, out_mode, slot, i, weight, label, row_dmin, margin, gap, m, idx, val):
+    """Store row ``i``'s summary and add its compact responsibilities ``(idx, val)[:m]`` to
+    the ``slot``'s statistics."""
+    labels, margins, dmin, out = outputs
+    masses, scalars = slot.masses, slot.scalars
     labels[i] = label
     margins[i] = margin
     dmin[i] = row_dmin
@@ -125,7 +172,7 @@ def _axpy(coef, X, i, sums, j):
 
 
 @njit(**_INNER)
-def _shifted_distances_and_nearest(U, x_sq, c_sq, u_near, first, second, label):
+def _shifted_distances_and_nearest(U, x_sq, c_sq, per_row):
     """Turn the cross term ``U`` into ``||c_j||^2 - 2 x_r.c_j`` and find each row's nearest two.
 
     ``U`` (centroid-major, dtype of X) then holds every squared distance less
@@ -136,7 +183,8 @@ def _shifted_distances_and_nearest(U, x_sq, c_sq, u_near, first, second, label):
     distances are compared in the dtype of X. ``first``, ``second`` receive
     the two smallest squared distances ``max(||x||^2 + u, 0)`` of each row in
     float64 (ties keep the first index in ``label``; ``second`` is ``inf``
-    with a single centroid) and ``u_near[1]`` the second smallest ``u``.
+    with a single centroid) and ``u_second`` the second smallest ``u``: fields of
+    ``per_row`` (:data:`ChunkRows`), ``first`` its ``dmin``.
 
     The running minima live in arrays allocated here: LLVM cannot tell
     whether buffers of the caller overlap ``U`` and would leave the loop
@@ -160,17 +208,22 @@ def _shifted_distances_and_nearest(U, x_sq, c_sq, u_near, first, second, label):
             u_second[r] = min(max(u, f), u_second[r])
             nearest[r] = j32 if u < f else nearest[r]
             u_first[r] = min(u, f)
+    label, first, second = per_row.label, per_row.dmin, per_row.second
+    row_u_second = per_row.u_second
     for r in range(rows):
         label[r] = nearest[r]
-        u_near[1, r] = u_second[r]
+        row_u_second[r] = u_second[r]
         first[r] = max(x_sq[r] + np.float64(u_first[r]), 0.0)
         second[r] = max(x_sq[r] + np.float64(u_second[r]), 0.0)
 
 
 @njit(**_INNER)
-def _one_hot_rows(Xc, weights, first, label, hard, with_sums, labels, dmin, start, sums, masses,
-                  scalars):
-    """Lloyd's statistics of a chunk's one-hot rows (``hard``): each adds itself to its nearest."""
+def _one_hot_rows(Xc, weights, start, per_row, with_sums, outputs, slot):
+    """Lloyd's statistics of a chunk's one-hot rows (``per_row.hard``): each adds itself to its
+    nearest."""
+    first, label, hard = per_row.dmin, per_row.label, per_row.hard
+    labels, dmin = outputs.labels, outputs.dmin
+    sums, masses, scalars = slot
     objective = 0.0
     for r in range(Xc.shape[0]):
         if not hard[r]:
@@ -198,16 +251,19 @@ def _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale):
     """
     for r in range(rows):
         q = exp_nonpositive(-(second[r] - first[r]) / tau)
-        rest = q * others[r]
+        other_weights = q * others[r]  # S_r: the weights of the others, the nearest's 1
         ratio[r] = q
-        row_gap[r] = tau * log1p_nonnegative(rest)
-        scale[r] = w[r] * q / (1.0 + rest)
+        row_gap[r] = tau * log1p_nonnegative(other_weights)
+        scale[r] = w[r] * q / (1.0 + other_weights)
 
 
 @njit(**_INNER)
-def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, out, labels, dmin,
-                         start, E, u_near, Xs, kept, mass_buf, step, block, sums, masses, scalars):
+def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs, slot):
     """Finish a chunk whose rows are mostly soft: one exp per entry, a GEMM and a GEMV.
+
+    ``Xc`` and ``w`` are the chunk's rows and weights, from row ``start``;
+    ``per_row`` its per-row values (:data:`ChunkRows`), ``products`` the
+    buffers of its products (:data:`Products`).
 
     ``E`` holds the chunk's shifted distances ``u`` and is overwritten with
     ``E[j, r] = exp(-(d_jr - second_r) / tau)`` for the kept centroids other
@@ -243,8 +299,12 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
     n_features = Xc.shape[1]
     dtype = E.dtype.type
     zero = dtype(0.0)
-    first, second, others, ratio, row_gap = near[0], near[1], near[2], near[3], near[4]
-    top, floor, partial = u_near[1], u_near[2], u_near[3]
+    tau, inv_tau, with_sums, out_mode = spec.tau, spec.inv_tau, spec.with_sums, spec.out_mode
+    labels, dmin, out = outputs.labels, outputs.dmin, outputs.out
+    sums, masses, scalars = slot
+    (label, first, second, _, others, ratio, row_gap, kept, u_second, floor, partial,
+     scale) = per_row
+    scaled_x, mass_product, sum_product = products
     for r in range(rows):
         floor[r] = dtype(softmax_floor(first[r], second[r], tau))
         E[label[r], r] = np.inf  # its exponent is -inf: below the floor, so 0
@@ -253,7 +313,7 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
         partial[:rows] = zero
         for j in range(j0, min(j0 + SUM_BLOCK, k)):
             for r in range(rows):
-                arg = min((top[r] - E[j, r]) * inv_tau, zero)
+                arg = min((u_second[r] - E[j, r]) * inv_tau, zero)
                 e = exp_as(E, arg)
                 e = e if arg >= floor[r] else zero
                 E[j, r] = e
@@ -265,7 +325,6 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
         for j in range(k):
             for r in range(rows):
                 others[r] += E[j, r]
-    scale = u_near[0]
     _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale)
     m = 0  # rows in the products so far
     for r in range(rows):
@@ -287,7 +346,7 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
             E[label[r], r] = dtype(1.0 / ratio[r])
             if with_sums:
                 for f in range(n_features):
-                    Xs[m, f] = Xc[r, f] * scale[r]
+                    scaled_x[m, f] = Xc[r, f] * scale[r]
             scale[m] = scale[r]
             kept[m] = r
             m += 1
@@ -305,66 +364,71 @@ def _dense_softmax_chunk(Xc, w, near, label, tau, inv_tau, with_sums, out_mode, 
         for j in range(k):
             for q in range(m):
                 packed[j, q] = E[j, kept[q]]
-    np.dot(packed, scale[:m], mass_buf)
-    masses += mass_buf
+    np.dot(packed, scale[:m], mass_product)
+    masses += mass_product
     if not with_sums:
         return
     for j0 in range(0, k, step):
         j1 = min(j0 + step, k)
-        np.dot(packed[j0:j1], Xs[:m], block[j0:j1])
+        np.dot(packed[j0:j1], scaled_x[:m], sum_product[j0:j1])
     for j in range(k):
         for f in range(n_features):
-            sums[j, f] += block[j, f]
+            sums[j, f] += sum_product[j, f]
 
 
 @njit(**_JIT)
-def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, transposes, kind, tau,
-               inv_tau, alpha, with_sums, out_mode, out, labels, margins, dmin, all_sums,
-               all_masses, all_scalars, slot_chunks, slot_start, slot_stop):
-    """Slots ``slot_start`` to ``slot_stop`` of a pass over dense ``X`` (C-contiguous).
+def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start, slot_stop):
+    """Slots ``slot_start`` to ``slot_stop`` of a pass over dense data (:data:`DenseData`).
 
     Slot ``s`` holds chunks ``s * slot_chunks`` to ``(s + 1) * slot_chunks``
-    of ``chunk`` rows, each finished as the module docstring describes; the
-    per-row outputs are written in place and the statistics added to the
-    slot's accumulators ``all_sums[s, :k]``, ``all_masses[s, :k]`` and
-    ``all_scalars[s, :3]`` (objective, inertia, gap). ``centers``
-    (C-contiguous) is in the dtype of X; ``c_sq`` holds the squared norms of
-    the float64 centroids. With a ``shift`` (in the dtype of X; empty for
-    none) the cross term is that of the chunk less the shift, copied chunk by
-    chunk, and ``centers``, ``c_sq`` and ``x_sq`` are those of the shifted
-    points: distances are the same, computed without the cancellation of
-    data far from the origin; the sums are of X itself. ``twins[j]`` is the
-    first centroid equal to centroid ``j``: its cross term is copied, so that
-    equal centroids tie exactly (BLAS rounds a product by the position of its
-    rows and columns); ``inv_tau`` is :func:`dense_inverse` (0: no
-    dense softmax finish). The
-    products run by blocks of ``step`` centroids (``k`` for one call each),
-    the cross term on the transposed chunk if ``transposes``: see
-    :func:`.layout.pass_layout`.
+    of ``chunk`` rows (:data:`PassLayout`), each finished as the module
+    docstring describes for the relaxation and outputs of ``spec``
+    (:data:`PassSpec`); the per-row ``outputs`` (:data:`RowOutputs`) are
+    written in place and the statistics added to the slot's row of the
+    ``accumulators`` (:data:`SlotSums`: ``sums[s, :k]``, ``masses[s, :k]``
+    and ``scalars[s, :3]``, objective, inertia, gap). ``centroids``
+    (:data:`DenseCentroids`) are in the dtype of X; their ``c_sq`` are the
+    squared norms of the float64 centroids. With a ``shift`` (in the dtype
+    of X; empty for none) the cross term is that of the chunk less the
+    shift, copied chunk by chunk, and ``centers``, ``c_sq`` and ``x_sq`` are
+    those of the shifted points: distances are the same, computed without
+    the cancellation of data far from the origin; the sums are of X itself.
+    ``twins[j]`` is the first centroid equal to centroid ``j``: its cross
+    term is copied, so that equal centroids tie exactly (BLAS rounds a
+    product by the position of its rows and columns); ``inv_tau`` is
+    :func:`dense_inverse` (0: no dense softmax finish). The products run by
+    blocks of ``step`` centroids (``k`` for one call each), the cross term on
+    the transposed chunk if ``transposes``: see :func:`.layout.pass_layout`.
     """
+    X, shift, weights, x_sq = data
+    centers, c_sq, twins = centroids
+    kind, tau, alpha, inv_tau, with_sums, out_mode = spec
+    chunk, slot_chunks, step, transposes = layout
+    margins, out = outputs.margins, outputs.out
     n, n_features = X.shape
     k = centers.shape[0]
     c_sq_x = c_sq.astype(X.dtype)
     cross = np.empty(k * chunk, X.dtype)
     shifted = shift.shape[0] > 0
     transposed = np.empty(n_features * chunk if transposes or shifted else 0, X.dtype)
-    near = np.empty((5, chunk))  # first, second, others, ratio, row gap
-    first, second = near[0], near[1]
-    u_near = np.empty((4, chunk), X.dtype)
-    scaled_x = np.empty((chunk, n_features), X.dtype)
-    label = np.empty(chunk, np.intp)
-    hard = np.empty(chunk, np.bool_)
-    kept = np.empty(chunk, np.intp)
+    per_row = ChunkRows(np.empty(chunk, np.intp), np.empty(chunk), np.empty(chunk),
+                        np.empty(chunk, np.bool_), np.empty(chunk), np.empty(chunk),
+                        np.empty(chunk), np.empty(chunk, np.intp), np.empty(chunk, X.dtype),
+                        np.empty(chunk, X.dtype), np.empty(chunk, X.dtype),
+                        np.empty(chunk, X.dtype))
+    first, second, hard = per_row.dmin, per_row.second, per_row.hard
+    products = Products(np.empty((chunk, n_features), X.dtype), np.empty(k, X.dtype),
+                        np.empty((k, n_features), X.dtype))
     row = np.empty(k)
     work = np.empty(k)
     idx = np.empty(k + 1, np.intp)
     val = np.empty(k + 1)
-    mass_buf = np.empty(k, X.dtype)
-    block = np.empty((k, n_features), X.dtype)
     n_chunks = (n + chunk - 1) // chunk
-    for slot in range(slot_start, slot_stop):
-        sums, masses, scalars = all_sums[slot, :k], all_masses[slot, :k], all_scalars[slot]
-        for c in range(slot * slot_chunks, min((slot + 1) * slot_chunks, n_chunks)):
+    for s in range(slot_start, slot_stop):
+        slot = SlotSums(accumulators.sums[s, :k], accumulators.masses[s, :k],
+                        accumulators.scalars[s])
+        sums = slot.sums
+        for c in range(s * slot_chunks, min((s + 1) * slot_chunks, n_chunks)):
             start = c * chunk
             rows = min(chunk, n - start)
             stop = start + rows
@@ -392,14 +456,15 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
                 if twins[j] != j:
                     for r in range(rows):  # a loop: a slice assignment compiles its error path
                         U[j, r] = U[twins[j], r]
-            _shifted_distances_and_nearest(U, xc_sq, c_sq_x, u_near, first, second, label)
+            _shifted_distances_and_nearest(U, xc_sq, c_sq_x, per_row)
+            label = per_row.label
             if out_mode == OUT_FARTHEST:
                 for j in range(k):
-                    far = out[slot, j]
+                    far = out[s, j]
                     for r in range(rows):
                         if weights[start + r] > 0.0:
                             far = max(far, xc_sq[r] + np.float64(U[j, r]))
-                    out[slot, j] = far
+                    out[s, j] = far
                 continue
             for r in range(rows):
                 margins[start + r] = second[r] - first[r] if k > 1 else 0.0
@@ -408,13 +473,11 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
                 hard[r] = is_hard_row(kind, first[r], second[r], tau, alpha)
                 one_hot += hard[r]
             if kind == SOFTMAX and inv_tau > 0 and (rows - one_hot) * DENSE_FRACTION > rows:
-                _dense_softmax_chunk(Xc, weights[start:stop], near, label, tau, inv_tau, with_sums,
-                                     out_mode, out, labels, dmin, start, U, u_near, scaled_x, kept,
-                                     mass_buf, step, block, sums, masses, scalars)
+                _dense_softmax_chunk(Xc, weights[start:stop], start, U, per_row, spec, step,
+                                     products, outputs, slot)
                 continue
             if out_mode == OUT_NONE:  # the one-hot rows in one loop, the others one by one below
-                _one_hot_rows(Xc, weights, first, label, hard, with_sums, labels, dmin, start, sums,
-                              masses, scalars)
+                _one_hot_rows(Xc, weights, start, per_row, with_sums, outputs, slot)
                 if one_hot == rows:
                     continue
             # No array views are created per row below: each one costs an atomic reference count.
@@ -435,8 +498,8 @@ def dense_pass(X, shift, twins, weights, x_sq, centers, c_sq, chunk, step, trans
                     m, gap = row_given_nearest(row, kind, label[r], first[r], second[r], tau, alpha,
                                                idx, val, work)
                 w = weights[i]
-                _record_row(i, label[r], first[r], margins[i], gap, w, m, idx, val, masses, scalars,
-                            labels, margins, dmin, out_mode, out)
+                _record_row(outputs, out_mode, slot, i, w, label[r], first[r], margins[i], gap, m,
+                            idx, val)
                 if with_sums:
                     for q in range(m):
                         _axpy(w * val[q], X, i, sums, idx[q])
@@ -460,15 +523,19 @@ def dense_row_sq_norms(X, shift, out, n_parts, part_start, part_stop):
 
 
 @njit(**_JIT)
-def csr_pass(data, indices, indptr, weights, x_sq, centers_t, c_sq, rows, kind, tau, alpha,
-             with_sums, out_mode, out, labels, margins, dmin, all_sums, all_masses, all_scalars,
-             slot_chunks, slot_start, slot_stop):
-    """Slots ``slot_start`` to ``slot_stop`` of a pass over CSR ``(data, indices, indptr)``.
+def csr_pass(csr, centroids, spec, layout, outputs, accumulators, slot_start, slot_stop):
+    """Slots ``slot_start`` to ``slot_stop`` of a pass over CSR data (:data:`CsrData`).
 
-    As :func:`dense_pass`, row by row, in chunks of ``rows`` rows;
-    ``centers_t`` is ``C^T`` in float64 and products are accumulated in
-    float64.
+    As :func:`dense_pass`, row by row, in chunks of ``layout.chunk`` rows
+    (its ``step`` and ``transposes`` unused); ``centroids`` are
+    :data:`CsrCentroids` and products are accumulated in float64.
     """
+    data, indices, indptr, weights, x_sq = csr
+    centers_t, c_sq = centroids
+    kind, tau, alpha = spec.kind, spec.tau, spec.alpha
+    with_sums, out_mode = spec.with_sums, spec.out_mode
+    rows, slot_chunks = layout.chunk, layout.slot_chunks
+    out = outputs.out
     n = indptr.shape[0] - 1
     k = centers_t.shape[1]
     dist = np.empty(k)
@@ -476,9 +543,11 @@ def csr_pass(data, indices, indptr, weights, x_sq, centers_t, c_sq, rows, kind, 
     idx = np.empty(k + 1, np.intp)
     val = np.empty(k + 1)
     n_chunks = (n + rows - 1) // rows
-    for slot in range(slot_start, slot_stop):
-        sums, masses, scalars = all_sums[slot, :k], all_masses[slot, :k], all_scalars[slot]
-        for c in range(slot * slot_chunks, min((slot + 1) * slot_chunks, n_chunks)):
+    for s in range(slot_start, slot_stop):
+        slot = SlotSums(accumulators.sums[s, :k], accumulators.masses[s, :k],
+                        accumulators.scalars[s])
+        sums = slot.sums
+        for c in range(s * slot_chunks, min((s + 1) * slot_chunks, n_chunks)):
             for i in range(c * rows, min((c + 1) * rows, n)):
                 for j in range(k):
                     dist[j] = 0.0
@@ -492,7 +561,7 @@ def csr_pass(data, indices, indptr, weights, x_sq, centers_t, c_sq, rows, kind, 
                 if out_mode == OUT_FARTHEST:
                     if weights[i] > 0.0:
                         for j in range(k):
-                            out[slot, j] = max(out[slot, j], dist[j])
+                            out[s, j] = max(out[s, j], dist[j])
                     continue
                 if out_mode == OUT_DIST:
                     for j in range(k):
@@ -500,8 +569,8 @@ def csr_pass(data, indices, indptr, weights, x_sq, centers_t, c_sq, rows, kind, 
                 m, label, row_dmin, margin, gap = row_responsibilities(dist, kind, tau, alpha, idx,
                                                                        val, work)
                 w = weights[i]
-                _record_row(i, label, row_dmin, margin, gap, w, m, idx, val, masses, scalars,
-                            labels, margins, dmin, out_mode, out)
+                _record_row(outputs, out_mode, slot, i, w, label, row_dmin, margin, gap, m, idx,
+                            val)
                 if with_sums:
                     for q in range(m):
                         coef = w * val[q]
