@@ -31,6 +31,7 @@ import scipy.sparse
 from .._core.bounds import unit_roundoff
 from .._core.responsibilities import RelaxationSpec
 from ._array_kernels import ArrayKernels
+from ._block import BlockEngine
 from ._chunks import row_blocks
 from ._conditioning import centering_shift, power_of_two_scale
 from ._namespace import is_cupy_array, to_numpy
@@ -47,8 +48,12 @@ DEVICE_BLOCK_ELEMENTS = 1 << 27
 FLOAT32_TAU_RANGE = (2.0**-100, 2.0**100)
 
 
-class ArrayEngine:
+class ArrayEngine(BlockEngine):
     """Chunked passes of the device engine, here with numpy.
+
+    The passes that write or reduce a value per row and centroid are
+    :class:`._block.BlockEngine`'s over :meth:`_blocks`, in the dtype of X
+    unless a caller names another.
 
     Parameters
     ----------
@@ -107,6 +112,10 @@ class ArrayEngine:
     def unit_roundoff(self):
         """Unit roundoff of the passes' arithmetic, which runs in the dtype of X."""
         return unit_roundoff(self.dtype)
+
+    @property
+    def _compute_dtype(self):
+        return self.dtype
 
     # ------------------------------------------------------------ namespace
     def _make_kernels(self):
@@ -287,43 +296,20 @@ class ArrayEngine:
             self._to_host(margins).astype(np.float64), self._to_host(dmin).astype(np.float64),
         )
 
-    def responsibilities(self, centers, spec, dtype=None):
-        """Responsibilities of every observation, shape (n_samples, n_clusters), in ``dtype``
-        (None: the dtype of X), written block by block into the output."""
-        xp, k = self.xp, centers.shape[0]
-        out = xp.empty((self.n_samples, k), dtype=dtype or self.dtype)
-        for rows, D in self._blocks(centers):
-            lab, _, _, resp, _ = self._assign(D, spec)
-            out[rows] = _dense(self._one_hot_t(lab, k).T) if resp is None else resp
-        return self._output(out)
+    def _block_responsibilities(self, D, spec):
+        labels, _, _, resp, _ = self._assign(D, spec)
+        return _dense(self._one_hot_t(labels, D.shape[1]).T) if resp is None else resp
 
-    def sq_distances(self, centers, dtype=None, sqrt=False):
-        """Squared distances to every centroid (the distances if ``sqrt``), shape
-        (n_samples, n_clusters), in ``dtype`` (None: the dtype of X)."""
-        out = self.xp.empty((self.n_samples, centers.shape[0]), dtype=dtype or self.dtype)
-        for rows, D in self._blocks(centers):
-            out[rows] = self.xp.sqrt(D) if sqrt else D
-        return self._output(out)
-
-    def max_sq_distances(self, points):
-        """``max_i ||x_i - p||^2`` over the observations with positive weight (host float64)."""
-        out = self.xp.zeros(points.shape[0], dtype=self.dtype)
-        for rows, D in self._blocks(points):
-            positive = self._w64[rows, None] > 0
-            out = self.xp.maximum(out, self.xp.max(self.xp.where(positive, D, 0), axis=0))
-        return np.asarray(self._to_host(out), dtype=np.float64)
-
-    def log_sum_exp(self, centers, sigma):
-        """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation, in float64."""
+    def _block_log_sum_exp(self, D, sigma):
+        """In float64."""
         spec = RelaxationSpec("softmax", sigma)
-        xp, tau = self.xp, spec.tau
-        out = xp.empty(self.n_samples)
-        for rows, D in self._blocks(centers):
-            D = self._in_range(D, spec)
-            labels, dmin, _ = self.kernels.nearest_two(D)
-            others = self.kernels.softmax_others(D, labels, dmin, tau)
-            out[rows] = -dmin.astype(np.float64) / tau + xp.log1p(others.astype(np.float64))
-        return self._output(out)
+        D = self._in_range(D, spec)
+        labels, dmin, _ = self.kernels.nearest_two(D)
+        others = self.kernels.softmax_others(D, labels, dmin, spec.tau)
+        return -dmin.astype(np.float64) / spec.tau + self.xp.log1p(others.astype(np.float64))
+
+    def _weights_on_device(self):
+        return self._w64
 
 
 def _dense(a):

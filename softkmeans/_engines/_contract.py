@@ -4,7 +4,10 @@ An engine is bound to one validated data set at construction and runs passes
 over it for any centroids. The estimators, the algorithms of
 :mod:`softkmeans._core.optimize` and :mod:`softkmeans.diagnostics` use
 engines through this contract only; ``tests/test_engines.py`` checks every
-engine against the numpy reference through it.
+engine against the numpy reference through it. The passes beside ``estep``
+are written once over row blocks of distances (:class:`._block.BlockEngine`)
+for the numpy and array-namespace engines; the numba engine runs them in its
+kernels.
 """
 
 from typing import Protocol, runtime_checkable

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from .._core.bounds import UNIT_ROUNDOFF
 from .._core.responsibilities import block_responsibilities, log_sum_exp_block
+from ._block import BlockEngine
 from ._chunks import row_blocks
 from ._conditioning import centering_shift
 from ._stats import PassStats
@@ -94,8 +95,11 @@ def twin_columns(centers, c_sq):
     return copies, first[copies]
 
 
-class NumpyEngine:
-    """Chunked passes over one data set with numpy.
+class NumpyEngine(BlockEngine):
+    """Chunked passes over one data set with numpy, in float64 whatever the dtype of X.
+
+    The passes that write or reduce a value per row and centroid are
+    :class:`._block.BlockEngine`'s over :meth:`_blocks`.
 
     Parameters
     ----------
@@ -106,6 +110,7 @@ class NumpyEngine:
     """
 
     name = "numpy"
+    _compute_dtype = np.dtype(np.float64)
 
     def __init__(self, X, sample_weight=None):
         self.X = X
@@ -224,43 +229,8 @@ class NumpyEngine:
             dmin[rows] = block.dmin
         return PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
 
-    def responsibilities(self, centers, spec, dtype=np.float64):
-        """Responsibilities of every observation, shape (n_samples, n_clusters), in ``dtype``.
+    def _block_responsibilities(self, D, spec):
+        return block_responsibilities(D, spec).resp
 
-        Each block is written into the output as it is computed: besides the
-        output, only one block's worth of float64 values is allocated.
-        """
-        out = np.empty((self.n_samples, centers.shape[0]), dtype=dtype)
-        for rows, D in self._blocks(centers):
-            out[rows] = block_responsibilities(D, spec).resp
-        return out
-
-    def sq_distances(self, centers, dtype=np.float64, sqrt=False):
-        """Squared distances to every centroid, shape (n_samples, n_clusters), in ``dtype``.
-
-        ``sqrt=True`` gives the distances themselves, each the float64 square
-        root of the float64 squared distance, then rounded to ``dtype``.
-        Blocks are written into the output as in :meth:`responsibilities`.
-        """
-        out = np.empty((self.n_samples, centers.shape[0]), dtype=dtype)
-        for rows, D in self._blocks(centers):
-            out[rows] = np.sqrt(D, out=D) if sqrt else D
-        return out
-
-    def max_sq_distances(self, points):
-        """``max_i ||x_i - p||^2`` over the observations with positive weight, for every point.
-
-        0 where no observation has positive weight.
-        """
-        out = np.zeros(points.shape[0])
-        for rows, D in self._blocks(points):
-            positive = self.sample_weight[rows, None] > 0
-            np.maximum(out, D.max(axis=0, initial=0.0, where=positive), out=out)
-        return out
-
-    def log_sum_exp(self, centers, sigma):
-        """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
-        out = np.empty(self.n_samples)
-        for rows, D in self._blocks(centers):
-            out[rows] = log_sum_exp_block(D, sigma)
-        return out
+    def _block_log_sum_exp(self, D, sigma):
+        return log_sum_exp_block(D, sigma)
