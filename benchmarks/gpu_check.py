@@ -4,7 +4,8 @@ Usage (from the repository root, on a machine with CuPy and a CUDA device)::
 
     python benchmarks/gpu_check.py [--quick]
 
-1. runs ``pytest -m gpu tests/test_cupy_engine.py``;
+1. runs ``pytest -m gpu tests/test_cupy_engine.py tests/test_dask.py`` (the latter:
+   dask arrays of CuPy blocks, where dask is installed);
 2. on n in {1e4, 1e5, 1e6} x k in {10, 100, 1000}, d = 64, float32 (a Gaussian
    mixture moved to the GPU, the same first centroids for every method), prints
    the time per iteration of the engine's Lloyd, alternating softmax and
@@ -179,7 +180,8 @@ def main(argv=None):
     status = 0
     if not args.skip_tests:
         status = subprocess.call([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p",
-                                  "no:cacheprovider", "tests/test_cupy_engine.py"], cwd=ROOT)
+                                  "no:cacheprovider", "tests/test_cupy_engine.py",
+                                  "tests/test_dask.py"], cwd=ROOT)
         print(f"GPU tests: exit status {status}", flush=True)
     for n in GRID_N[:2] if args.quick else GRID_N:
         for k in GRID_K:

@@ -226,3 +226,33 @@ def test_nothing_imports_dask_until_a_dask_collection_arrives():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _cupy_with_a_device():
+    """CuPy when it imports and sees a CUDA device, else None."""
+    try:
+        import cupy
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # not installed, no driver, no device: all mean no GPU here
+        return None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_cupy_with_a_device() is None, reason="needs CuPy and a CUDA device")
+@pytest.mark.parametrize("name", ["soft-fixed", "entmax-auto"])
+def test_cupy_blocks_fit_as_numpy_blocks(data, name):
+    """Blocks that are CuPy arrays run the CuPy engine: the fit and the inference over
+    them are those of the host's data, to the GPU's rounding."""
+    cupy = _cupy_with_a_device()
+    X, _, init = data
+    host = ESTIMATORS[name](init).fit(X)
+    on_gpu = _chunked(X, 450).map_blocks(cupy.asarray)
+    model = ESTIMATORS[name](init).fit(on_gpu)
+    assert type(model.cluster_centers_) is np.ndarray
+    np.testing.assert_allclose(model.cluster_centers_, host.cluster_centers_, rtol=1e-8,
+                               atol=1e-10)
+    assert model.objective_ == pytest.approx(host.objective_, rel=1e-8)
+    assert model.n_iter_ == host.n_iter_
+    labels = model.predict(on_gpu)
+    assert isinstance(labels, da.Array)
+    np.testing.assert_array_equal(cupy.asnumpy(labels.compute()), host.predict(X))

@@ -5,11 +5,10 @@ next observation's decision reads. These loops visit rows given as a dense
 float64 block, against cluster sums and masses that the caller owns and
 that every move updates in place.
 
-A row's squared distances are summed with LLVM free to reorder the sum
-(``reassoc``), which vectorizes it: a sweep over scikit-learn's digits
-(1797 x 64, 10 clusters) took a third of the time of the sequential sum. The
-distances are finite sums of squares of finite numbers; reordering changes
-them by rounding only, and the same build gives the same bits.
+The distance of a row to a mean is inlined into the visit loop (numba's
+``inline="always"``) and reads both in place: with a call per distance and
+a row view per call, a visit cost about 30 ns per cluster at 2 or 3
+features, against 3 ns inlined.
 """
 
 import numpy as np
@@ -24,20 +23,45 @@ __all__ = ["add_to_clusters", "compile_local_search", "hartigan_visits"]
 MOVE_MARGIN = 1e-12
 #: Features summed between two checks of a partial distance against the best so far.
 _CHECK_EVERY = 32
-_REORDERED_SUMS = {**JIT_OPTIONS, "fastmath": {"contract", "reassoc"}}
 
 
-@njit(**_REORDERED_SUMS)
-def _scaled_sq_distance(x, mean, scale, bound):
-    """``scale ||x - mean||^2``, or a partial sum of it once that reaches ``bound``."""
-    total, d = 0.0, x.shape[0]
-    for start in range(0, d, _CHECK_EVERY):
-        for t in range(start, min(start + _CHECK_EVERY, d)):
-            diff = x[t] - mean[t]
+@njit(**JIT_OPTIONS, inline="always")
+def _scaled_sq_distance(rows, i, means, j, scale, bound):
+    """``scale ||rows[i] - means[j]||^2``, or a partial sum of it once that reaches ``bound``.
+
+    From 8 features on, four running sums (of the features whose index is 0,
+    1, 2 or 3 modulo 4) give the processor independent additions; a single sum
+    waits for each addition before the next.
+    """
+    d = rows.shape[1]
+    if d < 8:
+        total = 0.0
+        for t in range(d):
+            diff = rows[i, t] - means[j, t]
             total += diff * diff
-        if scale * total >= bound:
-            return scale * total
-    return scale * total
+        return scale * total
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    for start in range(0, d, _CHECK_EVERY):
+        stop = min(start + _CHECK_EVERY, d)
+        fours = start + (stop - start) // 4 * 4
+        for t in range(start, fours, 4):
+            e0 = rows[i, t] - means[j, t]
+            e1 = rows[i, t + 1] - means[j, t + 1]
+            e2 = rows[i, t + 2] - means[j, t + 2]
+            e3 = rows[i, t + 3] - means[j, t + 3]
+            s0 += e0 * e0
+            s1 += e1 * e1
+            s2 += e2 * e2
+            s3 += e3 * e3
+        for t in range(fours, stop):
+            e0 = rows[i, t] - means[j, t]
+            s0 += e0 * e0
+        if scale * ((s0 + s1) + (s2 + s3)) >= bound:
+            return scale * ((s0 + s1) + (s2 + s3))
+    return scale * ((s0 + s1) + (s2 + s3))
 
 
 @njit(**JIT_OPTIONS)
@@ -102,13 +126,13 @@ def _hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decrea
             w, a = weights[i], labels[i]
             if not w > 0 or not masses[a] > w:
                 continue
-            x = rows[i]
-            removal = _scaled_sq_distance(x, means[a], w * masses[a] / (masses[a] - w), np.inf)
+            removal = _scaled_sq_distance(rows, i, means, a, w * masses[a] / (masses[a] - w),
+                                          np.inf)
             best, b = removal * (1.0 - MOVE_MARGIN), a
             for j in range(k):
                 if j == a or not masses[j] > 0:
                     continue
-                cost = _scaled_sq_distance(x, means[j], w * masses[j] / (masses[j] + w), best)
+                cost = _scaled_sq_distance(rows, i, means, j, w * masses[j] / (masses[j] + w), best)
                 if cost < best:
                     best, b = cost, j
             if b == a:
@@ -117,8 +141,8 @@ def _hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decrea
             masses[a] -= w
             masses[b] += w
             for t in range(d):
-                sums[a, t] -= w * x[t]
-                sums[b, t] += w * x[t]
+                sums[a, t] -= w * rows[i, t]
+                sums[b, t] += w * rows[i, t]
                 means[a, t] = sums[a, t] / masses[a]
                 means[b, t] = sums[b, t] / masses[b]
             labels[i] = b
