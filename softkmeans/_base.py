@@ -31,7 +31,7 @@ from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.seeding import separate_coincident
 from ._core.streaming import start_stream, stream_step
 from ._core.temperature import AUTO_SIGMA_SHRINK, auto_sigma, exact_zero_distances, lambda_max
-from ._dask_dispatch import is_dask_collection, over_dask_blocks
+from ._dask import is_dask_collection, over_dask_blocks
 from ._engines import BACKENDS, get_engine
 from ._engines._namespace import is_cupy_array, like_input, to_numpy
 from ._validation import (
@@ -87,7 +87,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                      BaseEstimator):
     """Shared machinery of the soft K-Means estimators (not for direct use)."""
 
-    #: Whether ``fit`` takes a dask collection (:func:`softkmeans._dask.fit_blocks`).
+    #: Whether ``fit`` takes a dask collection (:func:`softkmeans._dask.fitting.fit_blocks`).
     _fits_blocks = False
 
     _parameter_constraints: dict = {
@@ -259,7 +259,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         """
         self._validate_params()
         if is_dask_collection(X):
-            from ._dask import fit_blocks
+            from ._dask.fitting import fit_blocks
 
             return fit_blocks(self, X, sample_weight)
         X = self._validate_X(X, reset=True)
@@ -489,7 +489,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         """
         values = self.score_samples(X)
         if is_dask_collection(values):
-            from ._dask import weighted_mean
+            from ._dask.fitting import weighted_mean
 
             return weighted_mean(values, sample_weight)
         values = to_numpy(values)

@@ -147,7 +147,7 @@ def test_seeds_are_observations_of_positive_weight(data):
     weights[1::7] = 1.0  # row 0 has no weight
     engine_fit = SoftKMeans(4, max_iter=1, random_state=3)
     engine_fit._validate_params()
-    from softkmeans._dask_engine import BlockwiseEngine
+    from softkmeans._dask.engine import BlockwiseEngine
 
     engine = BlockwiseEngine(_chunked(X, 250), _chunked(weights[:, None], 250)[:, 0],
                              "auto", None)

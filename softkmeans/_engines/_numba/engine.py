@@ -179,7 +179,6 @@ class NumbaEngine(NumpyEngine):
         self.x_sq = self._sq_norms(X)
         self._shift = None if sp.issparse(X) else centering_shift(X)
         self._shifted_x_sq = None  # ||x_i - shift||^2, made on the first pass (by the kernels)
-        self._holds = []  # of the BLAS limit, one per session entered (sessions nest)
 
     def _sq_norms(self, X, shift=None):
         """``||x_i - shift||^2`` in float64; by the kernels for dense X (no copy of X)."""

@@ -1,7 +1,10 @@
-"""Where a dask collection arrives: recognized without importing dask.
+"""Dask collections in the estimators, recognized without importing dask.
 
-:mod:`softkmeans._dask` (which imports dask) is imported only when a dask
-array or DataFrame is passed to an estimator.
+The modules of this package import dask, and are imported only when a dask
+array or DataFrame reaches an estimator: :mod:`~softkmeans._dask.fitting`
+(fit over blocks, inference block by block), :mod:`~softkmeans._dask.engine`
+(the engine contract over blocks) and :mod:`~softkmeans._dask.seeding`
+(k-means|| and weighted draws over blocks).
 """
 
 import functools
@@ -18,13 +21,13 @@ def over_dask_blocks(method):
     """Run an inference ``method(self, X)`` block by block when ``X`` is a dask collection.
 
     The result is a lazy dask array chunked like the rows of ``X``
-    (:func:`softkmeans._dask.map_rows`).
+    (:func:`softkmeans._dask.fitting.map_rows`).
     """
 
     @functools.wraps(method)
     def wrapper(self, X):
         if is_dask_collection(X):
-            from ._dask import map_rows
+            from .fitting import map_rows
 
             return map_rows(self, method.__name__, X)
         return method(self, X)

@@ -14,7 +14,7 @@ once, at the end of a fit.
 Besides the contract, the engine reduces over its blocks what an in-memory
 fit reads from the whole of X: ``lambda_max`` (:meth:`~BlockwiseEngine.lambda_max`),
 the start of ``sigma="auto"`` (:meth:`~BlockwiseEngine.start_distances`) and the
-seeding (:meth:`~BlockwiseEngine.draw_seeds`, :mod:`softkmeans._dask_init`).
+seeding (:meth:`~BlockwiseEngine.draw_seeds`, :mod:`softkmeans._dask.seeding`).
 """
 
 import functools
@@ -25,12 +25,12 @@ import dask.array as da
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ._core.responsibilities import RelaxationSpec
-from ._core.temperature import exact_zero_distances
-from ._dask_init import draw_seeds
-from ._engines import get_engine
-from ._engines._namespace import to_numpy
-from ._engines._stats import PassStats
+from .._core.responsibilities import RelaxationSpec
+from .._core.temperature import exact_zero_distances
+from .._engines import get_engine
+from .._engines._namespace import to_numpy
+from .._engines._stats import PassStats
+from .seeding import draw_seeds
 
 __all__ = ["BlockwiseEngine"]
 
@@ -289,7 +289,7 @@ class BlockwiseEngine:
 
     def draw_seeds(self, init, n_clusters, rng):
         """Starting centroids for ``init="k-means++"`` (k-means||) or ``"random"``
-        (:func:`softkmeans._dask_init.draw_seeds`)."""
+        (:func:`softkmeans._dask.seeding.draw_seeds`)."""
         return draw_seeds(self, init, n_clusters, rng)
 
     def relative_weights(self):

@@ -1,9 +1,9 @@
 """Dask collections in the estimators: fit over blocks, inference block by block.
 
 Imported only when a dask array or DataFrame reaches an estimator
-(:mod:`softkmeans._dask_dispatch`). A fit validates the collection (one pass:
+(:mod:`softkmeans._dask`). A fit validates the collection (one pass:
 finite values, and the sizes of chunks of unknown size), builds a
-:class:`~softkmeans._dask_engine.BlockwiseEngine` and runs the estimator's own
+:class:`~softkmeans._dask.engine.BlockwiseEngine` and runs the estimator's own
 fit on it (:meth:`softkmeans._base.BaseSoftKMeans._fit_engine`): the same
 algorithms, the same hooks, every pass a map over the blocks and a sum of
 ``k x d`` statistics. Inference maps the estimator's in-memory method over the
@@ -17,7 +17,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils.validation import _check_feature_names, _check_n_features, check_is_fitted
 
-from ._dask_engine import BlockwiseEngine, one_blas_thread
+from .engine import BlockwiseEngine, one_blas_thread
 
 __all__ = ["fit_blocks", "map_rows", "weighted_mean"]
 

@@ -25,8 +25,8 @@ import dask
 import numpy as np
 from sklearn.cluster import kmeans_plusplus
 
-from ._core.responsibilities import RelaxationSpec
-from ._engines._namespace import to_numpy
+from .._core.responsibilities import RelaxationSpec
+from .._engines._namespace import to_numpy
 
 __all__ = ["OVERSAMPLING", "ROUNDS", "draw_seeds", "kmeans_parallel", "weighted_draw"]
 
