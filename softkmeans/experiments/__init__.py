@@ -169,7 +169,7 @@ def main(argv=None):
     if argv[:1] == ["reproduce"]:
         argv = argv[1:]
     parser = argparse.ArgumentParser(prog="python -m softkmeans reproduce",
-                                     description="Reproduce Sec. 7 of arXiv 2603.04625.")
+                                     description="Reproduce Secs. 7 and 8 of arXiv 2603.04625.")
     parser.add_argument("--quick", action="store_true",
                         help="fewer initializations and temperatures (minutes)")
     parser.add_argument("--out", default="softkmeans-reproduction",

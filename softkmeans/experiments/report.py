@@ -87,7 +87,7 @@ def write_report(results, out, config, elapsed, mode):
     n_yes = sum(c.reproduced is True for c in claims)
     n_no = sum(c.reproduced is False for c in claims)
     lines = [
-        "# Reproduction of arXiv 2603.04625, Sec. 7", "",
+        "# Reproduction of arXiv 2603.04625, Secs. 7 and 8", "",
         f"Mode: **{mode}**. M = {config.n_init} paired initializations per dataset, "
         f"T = {config.max_iter}, eps_mu = {config.tol:g}, seed {config.seed}, "
         f"{len(config.datasets)} datasets, {elapsed:.0f} s on {platform.processor() or 'cpu'} "
