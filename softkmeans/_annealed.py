@@ -43,7 +43,8 @@ class AnnealedKMeans(BaseSoftKMeans):
     kept where ``J`` goes down (the user guide's annealing page has the
     details). Nothing in it is random: ``init``, ``n_init``, ``perturbation``,
     ``schedule``, ``n_temperatures`` and ``random_state`` do not apply (a
-    ``UserWarning`` names those set away from their defaults).
+    ``UserWarning`` names those set away from their defaults, except
+    ``random_state``, which pipelines and searches set everywhere).
 
     ``strategy="paper"`` is the fixed-k annealing of Sec. 7.8 of the paper:
     ``n_clusters`` centroids from ``init`` go down ``schedule``; at each
@@ -203,7 +204,7 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         """``UserWarning`` naming the parameters set away from their defaults that only
         ``strategy="paper"`` reads."""
         defaults = {"schedule": "paper", "n_temperatures": 40, "perturbation": 1e-3,
-                    "init": "k-means++"}
+                    "init": "k-means++", "n_init": "auto"}
         changed = [name for name, default in defaults.items()
                    if not (isinstance(getattr(self, name), type(default))
                            and getattr(self, name) == default)]

@@ -69,3 +69,12 @@ def test_lambda_max_in_float32_is_within_its_stated_error(weighted):
     exact = lambda_max(X32.astype(np.float64), w)
     assert lambda_max(X32, w) == pytest.approx(exact, rel=1e-5)
     assert exact == pytest.approx(9.0, rel=0.05)
+
+
+def test_lambda_max_of_wide_sparse_data_is_that_of_the_dense_array():
+    """Many features: products with the sparse matrix itself, no dense blocks."""
+    import scipy.sparse as sp
+
+    X = sp.random(600, 700, density=0.05, random_state=1, format="csr")
+    w = np.random.default_rng(2).uniform(0.5, 2.0, 600)
+    assert lambda_max(X, w) == pytest.approx(lambda_max(X.toarray(), w), rel=1e-12)

@@ -1,6 +1,7 @@
 """Hartigan's moves and the merge-and-split search that end the default annealing."""
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -123,3 +124,43 @@ def test_annealing_beats_kmeans_with_ten_starts_on_digits():
     annealed = AnnealedKMeans(10).fit(X)
     restarted = KMeans(10, n_init=10, random_state=0).fit(X)
     assert annealed.inertia_ <= restarted.inertia_ * (1 + 1e-4)
+
+
+@pytest.mark.parametrize("layout", [np.asarray, sp.csr_matrix])
+def test_wide_data_fit_as_kmeans_does(layout):
+    """More features than a block of the growth holds rows of (600 x 1800): every sampled row
+    is grown on, and the principal axes come from power iterations."""
+    rng = np.random.default_rng(0)
+    centers = rng.normal(scale=0.3, size=(3, 1800))
+    X = centers[np.arange(600) % 3] + rng.normal(scale=0.1, size=(600, 1800))
+    model = AnnealedKMeans(3).fit(layout(X))
+    reference = KMeans(3, n_init=10, random_state=0).fit(X)
+    assert model.inertia_ == pytest.approx(reference.inertia_, rel=1e-9)
+    assert len(set(zip(model.labels_, reference.labels_, strict=True))) == 3
+
+
+def test_power_iterations_give_the_covariances_axes():
+    """The two ways to the principal axes agree (same sample, codevectors, temperature)."""
+    from softkmeans._core import mass_constrained as mc
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 12)) * np.linspace(3.0, 0.5, 12)
+    data = mc._Sample(X, np.ones(len(X)), 3)
+    centers = rng.normal(size=(3, 12))
+    log_prior = np.log(np.full(3, 1 / 3))
+    lam, axes = mc._principal_axes(data, centers, log_prior, 4.0)
+    lam_power, axes_power = mc._power_axes(data, centers, log_prior, 4.0, None)
+    np.testing.assert_allclose(lam_power, lam, rtol=1e-5)  # they stop at a change of 1e-6
+    np.testing.assert_allclose(np.abs(np.einsum("ij,ij->i", axes, axes_power)), 1.0, atol=1e-4)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fewer_distinct_points_than_clusters(seed):
+    """Once every cluster is one point its lambda_max is rounding: no transition is left, and
+    the growth stops there instead of cooling until the logits overflow."""
+    X = np.repeat(np.random.RandomState(seed).normal(size=(3, 2)), 5, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        model = AnnealedKMeans(4).fit(X)
+    assert model.inertia_ < 1e-12
+    assert len(np.unique(model.labels_)) == 3

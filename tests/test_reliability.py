@@ -207,6 +207,27 @@ def test_annealing_polish_leaves_every_centroid_on_the_data(X, k, method):
         assert model.inertia_ < 1e-12  # rounding of the expanded squared distances
 
 
+@pytest.mark.parametrize("make", [lambda k: AnnealedKMeans(k),
+                                  lambda k: EntmaxKMeans(k, sigma=0.1, random_state=0)],
+                         ids=["annealed", "entmax"])
+def test_fewer_distinct_rows_than_clusters_converge(make):
+    """An empty centroid was moved onto a duplicate of a row already taken at every iteration
+    (it stayed empty): 309 iterations and a ConvergenceWarning at J = 0. It now moves onto
+    such a row once, and the fit converges with only scikit-learn's warning about distinct
+    clusters."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X = np.random.RandomState(0).randint(1, 6, (1000, 2)).astype(float)  # 25 distinct rows
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = make(30).fit(X)
+    assert model.converged_ and model.inertia_ < 1e-9
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert messages and all("distinct clusters" in m for m in messages), messages
+
+
 def _three_blobs():
     from sklearn.datasets import make_blobs
 

@@ -18,9 +18,10 @@ follows these transitions: between them it jumps the temperature down to the
 next cluster's critical one, at a transition it duplicates the critical
 codevectors along their principal direction, until there are ``n_clusters``.
 
-The passes here are dense float64 blocks of rows (``O(block x k)`` memory);
-the rest of the annealing (the cooling tail and the Lloyd polish) runs on the
-engines.
+The growth runs on a sample of the rows, held as dense float64 blocks (the
+power iterations of the principal axes, beyond :data:`EIGH_MAX_FEATURES`
+features, also keep its responsibilities, ``sample x k``); the rest of the
+annealing (the cooling tail and the Lloyd polish) runs on the engines.
 """
 
 from dataclasses import dataclass, field
@@ -30,16 +31,27 @@ import numpy as np
 from .._engines._numba.priors import add_prior_weighted
 from .hartigan import dense_rows, hartigan_moves
 from .optimize import HARD, alternating, anneal
-from .split_merge import merge_split_search
-from .temperature import _float64_blocks, weighted_mean
+from .split_merge import EIGH_MAX_FEATURES, merge_split_search
+from .temperature import weighted_mean
 
 __all__ = ["GrowthResult", "anneal_mass_constrained", "grow_codebook"]
 
-#: Rows of one block of a pass.
-_BLOCK_ROWS = 4096
-#: The growth runs on at most ``max(_MIN_SAMPLE, _ROWS_PER_CLUSTER * n_clusters)`` rows.
+#: Entries of one block of a pass.
+_BLOCK_ELEMENTS = 1 << 20
+#: The growth runs on at most ``max(_MIN_SAMPLE, _ROWS_PER_CLUSTER * n_clusters)`` rows, and
+#: on at most ``_SAMPLE_ELEMENTS`` entries where that leaves ``_MIN_ROWS_PER_CLUSTER`` rows
+#: per cluster or more.
 _MIN_SAMPLE = 2000
 _ROWS_PER_CLUSTER = 30
+_SAMPLE_ELEMENTS = 1 << 24
+_MIN_ROWS_PER_CLUSTER = 4
+#: A cluster whose ``lambda_max`` is below ``(_ROUNDING_SPREAD * spread of the data)^2`` is
+#: one point to rounding: it has no transition left.
+_ROUNDING_SPREAD = 1e3 * np.finfo(float).eps
+#: Power iterations of the principal axes beyond :data:`EIGH_MAX_FEATURES` features, and the
+#: change of an axis under which they stop.
+_AXIS_ITERATIONS = 30
+_AXIS_TOL = 1e-6
 #: The temperature ``sigma^2`` steps to this fraction of the next critical one (or less).
 _PAST_CRITICAL = 0.8
 #: Half the distance between the two copies of a split codevector, in units of
@@ -89,18 +101,17 @@ class _Sample:
     def __init__(self, X, sample_weight, n_clusters):
         weights = np.asarray(sample_weight, dtype=np.float64)
         rows = np.flatnonzero(weights > 0)
-        size = sample_size(n_clusters)
+        size = sample_size(n_clusters, X.shape[1])
         if rows.size > size:
             rows = np.sort(np.random.RandomState(0).choice(rows, size, replace=False))
         weights = weights[rows] / weights[rows].max()
         self.mean = weighted_mean(X[rows], weights)
         self.scale = 1.0  # the data's spread, set by grow_codebook
         self._blocks = []
-        for start in range(0, rows.size, _BLOCK_ROWS):
-            part = rows[start:start + _BLOCK_ROWS]
-            _, block = next(_float64_blocks(X, part))
-            block = block - self.mean
-            self._blocks.append((weights[start:start + _BLOCK_ROWS], block,
+        step = max(1, _BLOCK_ELEMENTS // max(1, X.shape[1]))
+        for start in range(0, rows.size, step):
+            block = dense_rows(X, rows[start:start + step]) - self.mean
+            self._blocks.append((weights[start:start + step], block,
                                  np.einsum("ij,ij->i", block, block)))
 
     def blocks(self):
@@ -108,9 +119,10 @@ class _Sample:
         return iter(self._blocks)
 
 
-def sample_size(n_clusters):
-    """Rows the growth runs on: enough for every cluster's covariance."""
-    return max(_MIN_SAMPLE, _ROWS_PER_CLUSTER * n_clusters)
+def sample_size(n_clusters, n_features):
+    """Rows the growth runs on: enough for every cluster's covariance, in bounded memory."""
+    size = max(_MIN_SAMPLE, _ROWS_PER_CLUSTER * n_clusters)
+    return min(size, max(_MIN_ROWS_PER_CLUSTER * n_clusters, _SAMPLE_ELEMENTS // n_features))
 
 
 def _responsibilities(block, block_sq, centers, log_prior, two_sigma_sq):
@@ -156,9 +168,16 @@ def _relax(data, centers, log_prior, sigma_sq, max_iter):
     return centers, log_prior, objective, n_iter
 
 
-def _principal_axes(data, centers, log_prior, sigma_sq):
-    """Largest eigenvalue and its unit eigenvector of each cluster's weighted covariance."""
+def _principal_axes(data, centers, log_prior, sigma_sq, start=None):
+    """Largest eigenvalue and its unit eigenvector of each cluster's weighted covariance.
+
+    Up to :data:`EIGH_MAX_FEATURES` features from the covariances themselves
+    (``k d^2`` entries); beyond, by power iterations over the rows, from the
+    axes ``start`` (one row per codevector) where given.
+    """
     k, d = centers.shape
+    if d > EIGH_MAX_FEATURES:
+        return _power_axes(data, centers, log_prior, sigma_sq, start)
     cov, masses = np.zeros((k, d, d)), np.zeros(k)
     for w, block, block_sq in data.blocks():
         resp, _ = _responsibilities(block, block_sq, centers, log_prior, 2.0 * sigma_sq)
@@ -174,6 +193,38 @@ def _principal_axes(data, centers, log_prior, sigma_sq):
     cov[full] /= masses[full, None, None]
     values, vectors = np.linalg.eigh(cov)
     return np.maximum(values[:, -1], 0.0), vectors[:, :, -1]
+
+
+def _power_axes(data, centers, log_prior, sigma_sq, start):
+    """:func:`_principal_axes` by simultaneous power iterations: each one multiplies every
+    cluster's axis by its covariance with two products over the rows (``O(n k d)``)."""
+    k, d = centers.shape
+    weighted = []  # each block's responsibilities times the weights
+    for w, block, block_sq in data.blocks():
+        resp, _ = _responsibilities(block, block_sq, centers, log_prior, 2.0 * sigma_sq)
+        weighted.append(resp * w[:, None])
+    masses = sum(r.sum(axis=0) for r in weighted)
+    axes = np.random.RandomState(0).standard_normal((k, d)) if start is None else start.copy()
+    axes /= np.maximum(np.linalg.norm(axes, axis=1, keepdims=True), np.finfo(float).tiny)
+
+    def times_covariance(axes):
+        out = np.zeros((k, d))
+        offsets = np.einsum("ij,ij->i", centers, axes)
+        for r, (_, block, _) in zip(weighted, data.blocks(), strict=True):
+            along = r * (block @ axes.T - offsets)  # r_ij (x_i - mu_j) . a_j
+            out += along.T @ block - along.sum(axis=0)[:, None] * centers
+        return out / np.maximum(masses, np.finfo(float).tiny)[:, None]
+
+    for _ in range(_AXIS_ITERATIONS):
+        image = times_covariance(axes)
+        norms = np.linalg.norm(image, axis=1, keepdims=True)
+        new = np.where(norms > 0, image / np.maximum(norms, np.finfo(float).tiny), axes)
+        converged = np.abs(np.abs(np.einsum("ij,ij->i", new, axes)) - 1.0).max() < _AXIS_TOL
+        axes = new
+        if converged:
+            break
+    values = np.einsum("ij,ij->i", axes, times_covariance(axes))
+    return np.maximum(values, 0.0), axes
 
 
 def _choose(critical, log_prior, lam, budget):
@@ -209,6 +260,14 @@ def _merge_unsplit(centers, log_prior, chosen, n_old, lam):
     return centers[keep], log_prior[keep]
 
 
+def _start_axes(axes, chosen, n_codevectors):
+    """The axes of the last temperature for the codevectors after a split (a copy starts
+    from its original's), when no copy was undone; None otherwise."""
+    if n_codevectors != len(axes) + len(chosen):
+        return None
+    return np.vstack([axes, axes[chosen]])
+
+
 def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
     """Mass-constrained annealing from one codevector at the mean to ``n_clusters``.
 
@@ -231,9 +290,10 @@ def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
     log_prior = np.zeros(1)
     lam, axes = _principal_axes(data, centers, log_prior, 1.0)
     data.scale = max(float(np.sqrt(lam[0])), np.finfo(float).tiny)
+    negligible = (_ROUNDING_SPREAD * data.scale) ** 2
     result = GrowthResult(centers, 0.0)
     sigma_sq = _PAST_CRITICAL * float(lam[0])
-    while centers.shape[0] < n_clusters and lam.max() > 0:
+    while centers.shape[0] < n_clusters and lam.max() > negligible:
         n_old = len(centers)
         critical = np.flatnonzero(_PAST_CRITICAL * lam >= sigma_sq)
         chosen = _choose(critical, log_prior, lam, n_clusters - n_old)
@@ -247,7 +307,8 @@ def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
         if verbose:
             print(f"[anneal] sigma {np.sqrt(sigma_sq):.4e}  {len(centers)} codevectors  "
                   f"free energy {objective: .9e}")
-        lam, axes = _principal_axes(data, centers, log_prior, sigma_sq)
+        lam, axes = _principal_axes(data, centers, log_prior, sigma_sq,
+                                    _start_axes(axes, chosen, len(centers)))
         # Large steps down to the next transition; the copies just made wait for the next one.
         sigma_sq = _PAST_CRITICAL * min(sigma_sq, float(lam.max()))
     result.centers = centers + data.mean

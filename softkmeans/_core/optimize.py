@@ -107,14 +107,27 @@ def _new_trajectory(record_path, stats, centers):
     return path
 
 
-def _reseed_empty(new_centers, stats, engine, used):
-    """Move centroids without mass onto the observations farthest from their centroid."""
+def _reseed_empty(new_centers, stats, engine, used, parked=None):
+    """Move centroids without mass onto the observations farthest from their centroid.
+
+    ``used`` (updated) holds the observations taken before in the run. One that
+    lies on a centroid (``dmin = 0``, every observation does) is taken only by a
+    centroid not moved onto such an observation before, ``parked`` (updated): a
+    duplicate of a row already taken leaves the centroid empty, and it would
+    move at every iteration.
+    """
     empty = np.flatnonzero(stats.masses <= 0)
     if empty.size == 0:
         return new_centers
-    order = _largest_first(stats.dmin * engine.sample_weight, empty.size + len(used))
+    scores = stats.dmin * engine.sample_weight
+    order = _largest_first(scores, empty.size + len(used))
     candidates = order[~np.isin(order, list(used))][: empty.size]
+    parked = set() if parked is None else parked
     for j, i in zip(empty, candidates, strict=False):
+        if not float(scores[i]) > 0:
+            if int(j) in parked:
+                continue
+            parked.add(int(j))
         used.add(int(i))
         new_centers[j] = engine.row(i)
     return new_centers
@@ -281,12 +294,12 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     centers = np.array(centers, dtype=np.float64)
     stats = engine.estep(centers, spec)
     path = _new_trajectory(record_path, stats, centers)
-    converged, n_iter, reseeded = False, 0, set()
+    converged, n_iter, reseeded, parked = False, 0, set(), set()
     row_norms = _weighted_row_norms(engine) if fit_sigma is not None else None
     for n_iter in range(1, max_iter + 1):
         new = weighted_means(stats, centers)
         if empty == "reseed":
-            new = _reseed_empty(new, stats, engine, reseeded)
+            new = _reseed_empty(new, stats, engine, reseeded, parked)
         step = relative_step(new, centers)
         bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
         if fit_sigma is not None:

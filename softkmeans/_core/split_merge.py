@@ -25,11 +25,13 @@ import numpy as np
 from .._engines._numba.hartigan import hartigan_visits
 from .hartigan import nearest_labels, partition_sums
 
-__all__ = ["Partition", "merge_split_search"]
+__all__ = ["EIGH_MAX_FEATURES", "Partition", "merge_split_search"]
 
 #: Cheapest merges and most profitable cuts paired in one round of the search.
 MERGES = 4
 CUTS = 4
+#: Pairs ranked by their exact merge cost per merge kept (see :func:`_cheapest_merges`).
+_MERGE_SCREEN = 16
 #: Hartigan sweeps of the first settling and of a move's settling, which also ends after a
 #: sweep that lowered ``J`` by at most ``_SETTLED`` of it.
 _FIRST_SWEEPS = 50
@@ -40,7 +42,7 @@ _SETTLED = 1e-5
 _NEIGHBOURS = 3
 #: Up to this many features a cluster's principal axis comes from its scatter matrix,
 #: beyond by power iterations.
-_EIGH_MAX_FEATURES = 128
+EIGH_MAX_FEATURES = 128
 _AXIS_ITERATIONS = 30
 #: The search ends once its settlings have visited this many rows per row of the sample
 #: (a sweep over the sample visits one): a cap on its cost, some tens of Lloyd passes.
@@ -102,19 +104,30 @@ def _ward(mass_a, mass_b, mean_a, mean_b):
 
 
 def _cheapest_merges(centers, masses, count):
-    """The ``count`` pairs of clusters whose merges raise ``J`` least: ``(cost, a, b)`` each."""
-    sq = np.sum((centers[:, None, :] - centers[None, :, :]) ** 2, axis=2)
+    """The ``count`` pairs of clusters whose merges raise ``J`` least: ``(cost, a, b)`` each,
+    cheapest first (ties in the order of ``(a, b)``).
+
+    The pairs are screened by squared distances from the centroids' norms (``k^2``
+    entries, no ``k x k x d`` differences); the :data:`_MERGE_SCREEN` times ``count``
+    cheapest by that screen get their cost from their differences, which ranks them.
+    """
+    k = len(centers)
+    norms = np.einsum("ij,ij->i", centers, centers)
+    sq = np.maximum(norms[:, None] + norms[None, :] - 2.0 * centers @ centers.T, 0.0)
     cost = masses[:, None] * masses[None, :] / (masses[:, None] + masses[None, :]) * sq
-    cost[np.tril_indices(len(centers))] = np.inf
-    flat = np.argsort(cost, axis=None, kind="stable")[:count]
-    return [(float(cost[a, b]), int(a), int(b))
-            for a, b in zip(*np.unravel_index(flat, cost.shape), strict=True)
-            if np.isfinite(cost[a, b])]
+    cost[np.tril_indices(k)] = np.inf
+    shortlist = min(cost.size, _MERGE_SCREEN * count)
+    flat = np.argpartition(cost, shortlist - 1, axis=None)[:shortlist]
+    found = []
+    for a, b in zip(*np.unravel_index(np.sort(flat), cost.shape), strict=True):
+        if np.isfinite(cost[a, b]):
+            found.append((_ward(masses[a], masses[b], centers[a], centers[b]), int(a), int(b)))
+    return sorted(found, key=lambda merge: merge[0])[:count]
 
 
 def _principal_axis(centred, weights):
     """Unit vector along the largest eigenvalue of the weighted scatter of ``centred``."""
-    if centred.shape[1] <= _EIGH_MAX_FEATURES:
+    if centred.shape[1] <= EIGH_MAX_FEATURES:
         return np.linalg.eigh(centred.T @ (weights[:, None] * centred))[1][:, -1]
     axis = np.random.RandomState(0).standard_normal(centred.shape[1])
     for _ in range(_AXIS_ITERATIONS):

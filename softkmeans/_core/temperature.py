@@ -117,8 +117,10 @@ def lambda_max(X, sample_weight=None):
     ``sqrt(b) u`` of the trace (``b`` rows per block, ``u = 2^-24``; at most
     ``b u``), and so does ``lambda_max``: a relative ``1e-5`` typically, far
     below what the critical temperature is used for (a warning threshold and
-    the start of an annealing schedule). Sparse X and float64 X are exact to
-    float64 rounding.
+    the start of an annealing schedule). Float64 X is exact to float64
+    rounding, and so is sparse X with few features; sparse X with many
+    features is multiplied as it is, ``X^T (w * X v) - xbar (xbar . v)``, which
+    errs by about ``u ||xbar||^2`` (sparse data are seldom far from the origin).
 
     Parameters
     ----------
@@ -144,15 +146,24 @@ def lambda_max(X, sample_weight=None):
             cov += centered.T @ (centered * w[rows, None])
         return float(max(np.linalg.eigvalsh(cov)[-1], 0.0))
 
-    def cov_matvec(v):
-        out = np.zeros(d)
-        v = np.asarray(v, dtype=np.float64).ravel()
-        for rows, block in _float64_blocks(X):
-            out += (block - mean).T @ (w[rows] * ((block - mean) @ v))
-        return out
+    if sp.issparse(X):  # products with X itself: no dense block of many features
+        X = sp.csr_matrix(X, dtype=np.float64)
 
-    trace = sum(float(w[rows] @ np.square(block - mean).sum(axis=1))
-                for rows, block in _float64_blocks(X))
+        def cov_matvec(v):
+            v = np.asarray(v, dtype=np.float64).ravel()
+            return X.T @ (w * (X @ v)) - mean * (mean @ v)
+
+        trace = float(w @ np.asarray(X.multiply(X).sum(axis=1)).ravel() - mean @ mean)
+    else:
+        def cov_matvec(v):
+            out = np.zeros(d)
+            v = np.asarray(v, dtype=np.float64).ravel()
+            for rows, block in _float64_blocks(X):
+                out += (block - mean).T @ (w[rows] * ((block - mean) @ v))
+            return out
+
+        trace = sum(float(w[rows] @ np.square(block - mean).sum(axis=1))
+                    for rows, block in _float64_blocks(X))
     if not trace > 0:  # a zero covariance: ARPACK would find its starting vector mapped to 0
         return 0.0
     op = LinearOperator((d, d), matvec=cov_matvec, dtype=np.float64)
