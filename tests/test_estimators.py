@@ -368,6 +368,18 @@ def test_verbose_marks_the_starts_and_the_temperatures(capsys):
     assert sum(line.startswith("[anneal] Lloyd") for line in out) == 1
 
 
+def test_verbose_reports_the_final_stages_of_the_default_annealing(capsys):
+    """The growth, the tail, then the inertia of each final stage; the fit keeps the best."""
+    X = np.random.RandomState(0).normal(size=(500, 3))
+    model = AnnealedKMeans(5, verbose=1).fit(X)
+    out = capsys.readouterr().out.splitlines()
+    stages = {line.split(":")[0]: float(line.split()[-1]) for line in out
+              if line.startswith("[anneal]") and "inertia" in line}
+    assert list(stages) == ["[anneal] Lloyd polish", "[anneal] Hartigan's moves",
+                            "[anneal] merge-split search"]
+    assert model.inertia_ == pytest.approx(min(stages.values()), rel=1e-9)
+
+
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -367,6 +367,12 @@ def _refined(engine, run, lloyd):
     return lloyd(moved)
 
 
+def _report(verbose, stage, run):
+    """One line of ``verbose`` output: the inertia a final stage reached."""
+    if verbose:
+        print(f"[anneal] {stage}: inertia {run.stats.inertia: .9e}")
+
+
 def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_path=False,
                             verbose=0):
     """Mass-constrained annealing, a short cooling tail, the Lloyd polish and a search.
@@ -413,10 +419,13 @@ def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_p
 
     polished = lloyd(run.centers)  # the tail's polish had the stages' cap on its updates
     finished = _refined(engine, polished, lloyd)
+    _report(verbose, "Lloyd polish", polished)
+    _report(verbose, "Hartigan's moves", finished)
     sample = _search_sample(engine, n_clusters)
     if sample is not None:
         found = merge_split_search(*sample, polished.centers, max_rounds=n_clusters)
         searched = _refined(engine, lloyd(found.centers), lloyd)
+        _report(verbose, "merge-split search", searched)
         if searched.stats.inertia < finished.stats.inertia:
             finished = searched
     run.centers, run.stats, run.converged = finished.centers, finished.stats, finished.converged
