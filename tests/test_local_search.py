@@ -164,3 +164,15 @@ def test_fewer_distinct_points_than_clusters(seed):
         model = AnnealedKMeans(4).fit(X)
     assert model.inertia_ < 1e-12
     assert len(np.unique(model.labels_)) == 3
+
+
+def test_data_spread_up_to_1e150_fit_as_unit_data():
+    """The cooling tail's temperatures start at the growth's last one, which is above 1e150 for
+    such data: they stay within the range a relaxation takes."""
+    from sklearn.datasets import make_blobs
+
+    X = make_blobs(600, 5, centers=6, random_state=1)[0]
+    unit = AnnealedKMeans(6).fit(X)
+    huge = AnnealedKMeans(6).fit(X * 1e150)
+    np.testing.assert_array_equal(huge.labels_, unit.labels_)
+    assert huge.inertia_ == pytest.approx(unit.inertia_ * 1e300, rel=1e-9)

@@ -31,6 +31,7 @@ import numpy as np
 from .._engines._numba.priors import add_prior_weighted
 from .hartigan import dense_rows, hartigan_moves
 from .optimize import HARD, alternating, anneal
+from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .split_merge import EIGH_MAX_FEATURES, merge_split_search
 from .temperature import weighted_mean
 
@@ -409,7 +410,8 @@ def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_p
     centers = growth.centers
     if len(centers) < n_clusters:  # fewer clusters than asked: the polish reseeds the copies
         centers = np.vstack([centers, np.repeat(centers[:1], n_clusters - len(centers), 0)])
-    tail = growth.sigma * 0.5 ** np.arange(1, _TAIL_STEPS + 1)
+    # within the temperatures a relaxation takes: data spread beyond 1e150 cool from 1e150
+    tail = np.clip(growth.sigma * 0.5 ** np.arange(1, _TAIL_STEPS + 1), SIGMA_MIN, SIGMA_MAX)
     run = anneal(engine, centers, spec, tail, None, perturbation=0.0,
                  max_iter=min(max_iter, _STAGE_MAX_ITER), tol=tol, record_path=record_path,
                  verbose=verbose)
