@@ -129,6 +129,17 @@ def test_values_whose_squares_overflow_are_rejected(dtype, big):
             model.predict(Xbig)
 
 
+def test_values_whose_squares_sum_beyond_float64_are_rejected():
+    """Each row's squared norm fits float64 (1e152 x 1e152 x a few), their sum over the rows
+    does not: the covariance ended in LinAlgError ("Eigenvalues did not converge")."""
+    rows = np.repeat(X, 1 + 2000 // len(X), axis=0) * 1e152
+    for Estimator in ESTIMATORS:
+        with pytest.raises(ValueError, match="squared norms sum to"):
+            Estimator(3).fit(rows)
+    model = SoftKMeans(3, random_state=0).fit(X)
+    assert model.predict(rows).shape == (len(rows),)  # row by row: no sum over them
+
+
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("dtype, scale", [(np.float64, 1e-160), (np.float64, 1e-148),
                                           (np.float32, 1e-17)])

@@ -74,7 +74,8 @@ def check_magnitude(X, x_sq, centers=None):
     Above ``max / 16`` of the dtype squared distances would overflow; below
     ``tiny / eps`` (about ``1e-31`` in float32, ``1e-292`` in float64) they
     would be subnormal or 0 and lose their digits. A largest squared norm of
-    0 is only legitimate for an all-zero X.
+    0 is only legitimate for an all-zero X. Without ``centers`` (the data of a
+    fit), the squared norms must also sum to at most ``max / 16`` of float64.
 
     Parameters
     ----------
@@ -99,12 +100,29 @@ def check_magnitude(X, x_sq, centers=None):
         size, fate, limit = "small", "underflow", low
         culprit = "X is" if centers is None else "X and centers are"
     else:
+        _check_sums(x_sq if centers is None else None)
         return
     raise ValueError(
         f"{culprit} too {size} in magnitude for {np.dtype(X.dtype).name}: squared distances "
         f"would {fate} (largest squared norm {largest:.3g}, limit {limit:.3g}). Rescale the "
         "data, for example with StandardScaler."
     )
+
+
+def _check_sums(x_sq):
+    """``ValueError`` unless the squared norms ``x_sq`` of the data a fit sums over (None:
+    none) add up to a number that float64 sums hold."""
+    if x_sq is None:
+        return
+    limit = float(np.finfo(np.float64).max) / 16
+    with np.errstate(over="ignore"):
+        total = float(x_sq.sum())
+    if not total <= limit:
+        raise ValueError(
+            f"X is too large in magnitude: its squared norms sum to {total:.3g}, beyond "
+            f"{limit:.3g}, so the objective and the covariance would overflow float64. Rescale "
+            "the data, for example with StandardScaler."
+        )
 
 
 def get_engine(name, X, sample_weight=None, n_threads=None, centers=None):
