@@ -176,3 +176,19 @@ def test_data_spread_up_to_1e150_fit_as_unit_data():
     huge = AnnealedKMeans(6).fit(X * 1e150)
     np.testing.assert_array_equal(huge.labels_, unit.labels_)
     assert huge.inertia_ == pytest.approx(unit.inertia_ * 1e300, rel=1e-9)
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e8])
+def test_cheapest_merges_are_those_of_every_pair_ranked_exactly(offset):
+    """The screen by norms keeps the cheapest pairs, for centroids far from the origin too
+    (from the raw norms, at 1e8 it kept pairs of rounding noise)."""
+    from softkmeans._core.split_merge import _cheapest_merges, _ward
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        centers = rng.normal(size=(30, 3)) + offset
+        masses = rng.uniform(1.0, 5.0, 30)
+        every = sorted((_ward(masses[a], masses[b], centers[a], centers[b]), a, b)
+                       for a, b in itertools.combinations(range(30), 2))
+        assert [(a, b) for _, a, b in _cheapest_merges(centers, masses, 4)] == [
+            (a, b) for _, a, b in every[:4]]

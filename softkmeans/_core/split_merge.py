@@ -107,13 +107,16 @@ def _cheapest_merges(centers, masses, count):
     """The ``count`` pairs of clusters whose merges raise ``J`` least: ``(cost, a, b)`` each,
     cheapest first (ties in the order of ``(a, b)``).
 
-    The pairs are screened by squared distances from the centroids' norms (``k^2``
-    entries, no ``k x k x d`` differences); the :data:`_MERGE_SCREEN` times ``count``
-    cheapest by that screen get their cost from their differences, which ranks them.
+    The pairs are screened by squared distances from the norms of the centroids less
+    their weighted mean (``k^2`` entries, no ``k x k x d`` differences); the
+    :data:`_MERGE_SCREEN` times ``count`` cheapest by that screen get their cost from
+    their differences, which ranks them.
     """
     k = len(centers)
-    norms = np.einsum("ij,ij->i", centers, centers)
-    sq = np.maximum(norms[:, None] + norms[None, :] - 2.0 * centers @ centers.T, 0.0)
+    # about their weighted mean: norms of data far from the origin would swamp the distances
+    centred = centers - masses @ centers / max(float(masses.sum()), np.finfo(float).tiny)
+    norms = np.einsum("ij,ij->i", centred, centred)
+    sq = np.maximum(norms[:, None] + norms[None, :] - 2.0 * centred @ centred.T, 0.0)
     cost = masses[:, None] * masses[None, :] / (masses[:, None] + masses[None, :]) * sq
     cost[np.tril_indices(k)] = np.inf
     shortlist = min(cost.size, _MERGE_SCREEN * count)
