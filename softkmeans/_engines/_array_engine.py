@@ -253,20 +253,7 @@ class ArrayEngine(BlockEngine):
             acc[:, :d] += _dense(self._Xw[rows].T @ resp_t.T).T
 
     def estep(self, centers, spec, with_sums=True):
-        """One pass: responsibilities at ``centers`` and their statistics.
-
-        Parameters
-        ----------
-        centers : ndarray of shape (n_clusters, n_features)
-        spec : RelaxationSpec
-        with_sums : bool, default=True
-            Accumulate ``sums``; prediction passes skip it.
-
-        Returns
-        -------
-        PassStats
-            With host (numpy) arrays.
-        """
+        """One pass (:meth:`softkmeans._engines._contract.Engine.estep`); host arrays."""
         xp = self.xp
         k, d = centers.shape
         n = self.n_samples

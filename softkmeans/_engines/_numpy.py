@@ -188,20 +188,7 @@ class NumpyEngine(BlockEngine):
             yield rows, self._block_sq_distances(rows, centers, c_sq, twins)
 
     def estep(self, centers, spec, with_sums=True):
-        """One pass: responsibilities at ``centers`` and their statistics.
-
-        Parameters
-        ----------
-        centers : ndarray of shape (n_clusters, n_features)
-        spec : RelaxationSpec
-        with_sums : bool, default=True
-            Accumulate ``sums`` (the cross-product ``R^T X``); prediction
-            passes skip it.
-
-        Returns
-        -------
-        PassStats
-        """
+        """One pass (:meth:`softkmeans._engines._contract.Engine.estep`)."""
         k, d = centers.shape
         n = self.n_samples
         sums = np.zeros((k, d))

@@ -38,6 +38,7 @@ from .._conditioning import centering_shift, power_of_two_scale
 from .._numpy import NumpyEngine, _row_sq_norms, first_equal_rows
 from .._stats import PassStats
 from .blas import blas_at_one_thread
+from .jit import read_only
 from .kernels import (
     OUT_DIST,
     OUT_FARTHEST,
@@ -94,16 +95,6 @@ def _accumulators(n_slots, n_clusters, n_features):
             np.zeros((n_slots, n_clusters + gap)), np.zeros((n_slots, 3 + gap)))
 
 
-def _read_only(array):
-    """A read-only view of ``array``.
-
-    numba types a read-only array apart from a writable one and would compile
-    every pass kernel (seconds) once more for it; the kernels only read their
-    inputs, so they always get read-only views and one compilation serves both.
-    """
-    view = array.view()
-    view.flags.writeable = False
-    return view
 
 
 def _lower_exponents(centers, candidates, labels, dmin):
@@ -159,14 +150,14 @@ class NumbaEngine(NumpyEngine):
     def __init__(self, X, sample_weight=None, n_threads=None):
         if sp.issparse(X):
             X = sp.csr_matrix(X)
-            self._csr_arrays = tuple(_read_only(a) for a in (X.data, X.indices, X.indptr))
+            self._csr_arrays = tuple(read_only(a) for a in (X.data, X.indices, X.indptr))
         else:
             if X.dtype not in (np.float32, np.float64):
                 X = np.asarray(X, dtype=np.float64)
-            X = _read_only(np.ascontiguousarray(X))
+            X = read_only(np.ascontiguousarray(X))
         self.X = X
         self.n_threads = n_threads
-        self.sample_weight = _read_only(
+        self.sample_weight = read_only(
             np.ones(X.shape[0]) if sample_weight is None
             else np.asarray(sample_weight, dtype=np.float64)
         )
@@ -175,7 +166,7 @@ class NumbaEngine(NumpyEngine):
         self._weight_scale = power_of_two_scale(self.sample_weight)
         self._total_weight = float(self.sample_weight.sum())
         self._kernel_weights = (self.sample_weight if self._weight_scale == 1.0
-                                else _read_only(self.sample_weight / self._weight_scale))
+                                else read_only(self.sample_weight / self._weight_scale))
         self.x_sq = self._sq_norms(X)
         self._shift = None if sp.issparse(X) else centering_shift(X)
         self._shifted_x_sq = None  # ||x_i - shift||^2, made on the first pass (by the kernels)
@@ -262,20 +253,7 @@ class NumbaEngine(NumpyEngine):
         return sums, masses, scalars, labels, margins, dmin
 
     def estep(self, centers, spec, with_sums=True):
-        """One pass: responsibilities at ``centers`` and their statistics.
-
-        Parameters
-        ----------
-        centers : ndarray of shape (n_clusters, n_features)
-        spec : RelaxationSpec
-        with_sums : bool, default=True
-            Accumulate ``sums`` (the cross-product ``R^T X``); prediction
-            passes skip it.
-
-        Returns
-        -------
-        PassStats
-        """
+        """One pass (:meth:`softkmeans._engines._contract.Engine.estep`)."""
         sums, masses, scalars, labels, margins, dmin = self._pass(centers, spec, with_sums)
         objective, inertia, gap = (float(v) for v in scalars)
         stats = PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
@@ -330,7 +308,7 @@ class NumbaEngine(NumpyEngine):
         view = copy.copy(self)
         view.X = self.X[rows]
         if sp.issparse(self.X):
-            view._csr_arrays = tuple(_read_only(a) for a in
+            view._csr_arrays = tuple(read_only(a) for a in
                                      (view.X.data, view.X.indices, view.X.indptr))
         elif self._shift is not None:
             view._shifted_x_sq = self.distance_norms()[rows]

@@ -14,7 +14,7 @@ features, against 3 ns inlined.
 import numpy as np
 from numba import njit
 
-from .jit import JIT_OPTIONS
+from .jit import JIT_OPTIONS, read_only
 
 __all__ = ["add_to_clusters", "compile_local_search", "hartigan_visits"]
 
@@ -159,10 +159,7 @@ def _inputs(rows, weights):
     numba compiles a kernel once more for every new combination of layouts and
     write flags; read-only views of contiguous arrays keep it to one.
     """
-    rows = np.ascontiguousarray(rows, dtype=np.float64).view()
-    weights = np.ascontiguousarray(weights, dtype=np.float64).view()
-    rows.flags.writeable = weights.flags.writeable = False
-    return rows, weights
+    return tuple(read_only(np.ascontiguousarray(a, dtype=np.float64)) for a in (rows, weights))
 
 
 def add_to_clusters(rows, weights, labels, sums, masses):

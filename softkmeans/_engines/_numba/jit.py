@@ -10,7 +10,7 @@ from numba import njit
 
 from ...exceptions import CompilationCacheWarning
 
-__all__ = ["JIT_OPTIONS", "INNER_JIT_OPTIONS"]
+__all__ = ["JIT_OPTIONS", "INNER_JIT_OPTIONS", "read_only"]
 
 
 def _cache_probe():
@@ -49,3 +49,15 @@ JIT_OPTIONS = {"cache": _can_cache(), "nogil": True, "fastmath": {"contract"},
                "no_cfunc_wrapper": True}
 #: Options of a kernel that only other kernels call: no wrapper for calls from Python either.
 INNER_JIT_OPTIONS = {**JIT_OPTIONS, "no_cpython_wrapper": True}
+
+
+def read_only(array):
+    """A read-only view of ``array``.
+
+    numba types a read-only array apart from a writable one and would compile
+    a kernel (seconds) once more for it; kernels that only read an input get
+    read-only views of it, so that one compilation serves both.
+    """
+    view = array.view()
+    view.flags.writeable = False
+    return view

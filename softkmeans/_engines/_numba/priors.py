@@ -11,7 +11,7 @@ main cost.
 import numpy as np
 from numba import njit
 
-from .jit import JIT_OPTIONS
+from .jit import JIT_OPTIONS, read_only
 
 __all__ = ["NEGLIGIBLE_LOGIT", "add_prior_weighted", "compile_prior_pass"]
 
@@ -70,11 +70,8 @@ def add_prior_weighted(rows, weights, logits, row_offsets, sums, masses):
     One compiled type for every caller: numba compiles a kernel once more for
     each new combination of layouts and write flags.
     """
-    inputs = [np.ascontiguousarray(a, dtype=np.float64).view()
-              for a in (rows, weights, row_offsets)]
-    for array in inputs:
-        array.flags.writeable = False
-    rows, weights, row_offsets = inputs
+    rows, weights, row_offsets = (read_only(np.ascontiguousarray(a, dtype=np.float64))
+                                  for a in (rows, weights, row_offsets))
     return _add_prior_weighted(rows, weights, np.ascontiguousarray(logits), row_offsets,
                                sums, masses)
 
