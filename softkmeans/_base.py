@@ -30,7 +30,13 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.seeding import separate_coincident
 from ._core.streaming import start_stream, stream_step
-from ._core.temperature import AUTO_SIGMA_SHRINK, auto_sigma, exact_zero_distances, lambda_max
+from ._core.temperature import (
+    AUTO_SIGMA_SHRINK,
+    auto_sigma,
+    exact_zero_distances,
+    lambda_max,
+    lambda_max_floor,
+)
 from ._dask import is_dask_collection, over_dask_blocks
 from ._engines import BACKENDS, get_engine
 from ._engines._namespace import is_cupy_array, like_input, to_numpy
@@ -274,6 +280,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     def _fit_engine(self, X, engine):
         """The ``n_init`` runs on ``engine`` (bound to the validated X); stores the best."""
         rng = check_random_state(self.random_state)
+        self._stored_dtype = np.dtype(X.dtype)  # of cluster_centers_: the runs end rounded to it
         best = None
         for i in range(self._n_init):
             if self.verbose and self._n_init > 1:
@@ -310,8 +317,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self.margins_ = stats.margins
         self.margin_min_ = float(stats.margins.min())
         self._n_features_out = self.n_clusters
-        for name, value in _fitted_diagnostics(engine, run, self._critical_sigma).items():
+        for name, value in _fitted_diagnostics(engine, run).items():
             setattr(self, name, value)
+        self._critical_source = engine if self._critical_sigma is None else None
         self._bounds, self._bounds_source = None, (engine, run)
         self._stream = None
         if self.record_path:
@@ -338,8 +346,30 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             self._bounds, self._bounds_source = _fitted_certificate(*source), None
         return self._bounds
 
+    @property
+    def critical_sigma_(self):
+        """``sqrt(lambda_max)`` of the training data: above it, softmax centroids collapse.
+
+        Computed on first access (one read of the training data, which the
+        model references until then, or before it is pickled) unless the fit
+        needed it, and kept.
+        """
+        if getattr(self, "_critical_sigma", None) is None:
+            engine = getattr(self, "_critical_source", None)
+            if engine is None:
+                raise AttributeError(
+                    f"This {type(self).__name__} has no critical_sigma_: it is not fitted or "
+                    "was fitted by partial_fit; softkmeans.diagnostics.critical_sigma(X) "
+                    "computes it from the data.")
+            self._critical_sigma = float(np.sqrt(_lambda_max(engine)))
+            self._critical_source = None
+        return self._critical_sigma
+
     def __getstate__(self):
-        """The state to pickle, without the reference to the training data (``bounds_``)."""
+        """The state to pickle, without the reference to the training data (``bounds_``;
+        ``critical_sigma_`` is computed first)."""
+        if getattr(self, "_critical_source", None) is not None:
+            self.critical_sigma_  # noqa: B018 (computes and keeps it)
         state = dict(super().__getstate__())
         state["_bounds_source"] = None
         return state
@@ -556,14 +586,14 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         """The :class:`RelaxationSpec` of this estimator at temperature ``sigma``."""
 
     def _prepare(self, engine, first_centers):
-        lam = _lambda_max(engine)
-        self._critical_sigma = float(np.sqrt(lam))
+        self._critical_sigma, self._critical_source = None, engine  # critical_sigma_ on request
         self._sigma_shrink = AUTO_SIGMA_SHRINK if self.sigma == "auto" else None
         if self._sigma_shrink:
             mean_sq, apart = _start_distances(engine, first_centers)
-            # the rule of auto_sigma on the weighted mean of the squared distances
+            # the rule of auto_sigma on the weighted mean of the squared distances; the data's
+            # scale only where every observation sits on a starting centroid
             sigma = auto_sigma(np.array([mean_sq]), np.ones(1), engine.X.shape[1],
-                               fallback_scale=lam)
+                               fallback_scale=self.critical_sigma_**2 if mean_sq == 0 else 1.0)
             if not apart:
                 # every observation on a starting centroid: the likelihood grows without
                 # bound as sigma -> 0, so the fallback temperature stays
@@ -585,13 +615,16 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
     def _store_run(self, run, dtype, engine):
         super()._store_run(run, dtype, engine)
         # One centroid, or data on one point: the mean is the answer at every temperature.
-        collapse_matters = (self._resolved_spec.kind == "softmax" and self.n_clusters > 1
-                            and self._critical_sigma > 0)
-        if collapse_matters and self.sigma_ >= _NEAR_CRITICAL * self._critical_sigma:
-            where = "above" if self.sigma_ > self._critical_sigma else "within 10% of"
+        collapse_matters = self._resolved_spec.kind == "softmax" and self.n_clusters > 1
+        # lambda_max is read only where its lower bound from the last pass leaves a doubt
+        floor = np.sqrt(lambda_max_floor(run.stats.sums, run.stats.masses, engine.distance_shift))
+        if (collapse_matters and self.sigma_ >= _NEAR_CRITICAL * floor
+                and self.critical_sigma_ > 0
+                and self.sigma_ >= _NEAR_CRITICAL * self.critical_sigma_):
+            where = "above" if self.sigma_ > self.critical_sigma_ else "within 10% of"
             _warn(
                 f"sigma={self.sigma_:.4g} is {where} the critical temperature sqrt(lambda_max)="
-                f"{self._critical_sigma:.4g} of the data: the centroids may collapse to the "
+                f"{self.critical_sigma_:.4g} of the data: the centroids may collapse to the "
                 "data mean (Prop. 9). Use a smaller sigma.",
                 CriticalTemperatureWarning,
             )
@@ -688,7 +721,8 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
 #: What :meth:`BaseSoftKMeans.fit` derives from the whole training set, which
 #: :meth:`FixedTemperatureKMeans.partial_fit` does not keep.
 _FIT_ONLY_ATTRIBUTES = ("labels_", "inertia_", "n_iter_", "converged_", "objective_", "margins_",
-                        "margin_min_", "identification_sigma_", "critical_sigma_", "beta_",
+                        "margin_min_", "identification_sigma_", "_critical_sigma",
+                        "_critical_source", "beta_",
                         "gap_", "n_unidentified_", "path_")
 
 

@@ -101,4 +101,4 @@ n_steps_
         return alternating(engine, centers, self._resolved_spec, max_iter=self.max_iter,
                            tol=self.tol, empty=self.empty_cluster,
                            record_path=self.record_path, verbose=self.verbose,
-                           fit_sigma=self._sigma_shrink)
+                           fit_sigma=self._sigma_shrink, dtype=self._stored_dtype)

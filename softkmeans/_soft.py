@@ -121,7 +121,8 @@ class SoftKMeans(FixedTemperatureKMeans):
         assignments at ``cluster_centers_`` are exactly hard.
     critical_sigma_ : float
         ``sqrt(lambda_max)`` of the data covariance; above it the softmax
-        centroids collapse to the data mean (a warning says so).
+        centroids collapse to the data mean (a warning says so). Computed when
+        first read.
     beta_ : float
         ``margin_min_ / (2 sigma_^2)``, the exponent of the paper's rates.
     gap_ : float
@@ -179,7 +180,7 @@ class SoftKMeans(FixedTemperatureKMeans):
                        verbose=self.verbose)
         if self.algorithm == "alternating":
             return alternating(engine, centers, self._resolved_spec, fit_sigma=self._sigma_shrink,
-                               **options)
+                               dtype=self._stored_dtype, **options)
         spec = self._resolved_spec
         if self._sigma_shrink:  # the temperature EM finds from this start, then the descent
             spec = alternating(engine, centers, spec, fit_sigma=self._sigma_shrink,

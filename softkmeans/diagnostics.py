@@ -692,7 +692,7 @@ def certify(X, centers, sigma, alpha=1.5, *, sample_weight=None, backend="auto",
 
 
 # ------------------------------------------------------------ estimators
-def _fitted_diagnostics(engine, run, critical=None):
+def _fitted_diagnostics(engine, run):
     """The diagnostic attributes of a fitted estimator, from its final run's statistics.
 
     No pass over the data, except after annealing (one pass for ``gap_`` at
@@ -707,14 +707,12 @@ def _fitted_diagnostics(engine, run, critical=None):
         The kept run. Its ``stats`` are under ``run.spec``, except after
         annealing (``run.sigmas`` set), where they are the hard statistics of
         the Lloyd polish.
-    critical : float, default=None
-        ``critical_sigma`` when already known.
 
     Returns
     -------
     dict
-        ``margins_``, ``margin_min_``, ``identification_sigma_``,
-        ``critical_sigma_``, ``beta_``, ``gap_``, and ``n_unidentified_``
+        ``margins_``, ``margin_min_``, ``identification_sigma_``, ``beta_``,
+        ``gap_``, and ``n_unidentified_``
         for an entmax relaxation.
     """
     spec, stats = run.spec, run.stats
@@ -724,14 +722,11 @@ def _fitted_diagnostics(engine, run, critical=None):
     weights = engine.sample_weight
     margin_min = _hard_margins(stats, weights)[1]  # the margins do not depend on the relaxation
     gap = stats.gap if run.sigmas is None else engine.estep(run.centers, spec, False).gap
-    if critical is None:
-        critical = float(np.sqrt(lambda_max(engine.X, weights)))
     out = {
         "margins_": stats.margins,
         "margin_min_": margin_min,
         "identification_sigma_": math.inf if k == 1 else
         float(bounds.identification_sigma(margin_min, alpha)),
-        "critical_sigma_": critical,
         "beta_": bounds.beta(margin_min, sigma),
         "gap_": gap,
     }

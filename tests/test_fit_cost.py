@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from softkmeans import EntmaxKMeans, SoftKMeans
-from softkmeans._core.temperature import lambda_max
+from softkmeans._core.temperature import lambda_max, lambda_max_floor
 from softkmeans._engines._numba.engine import NumbaEngine
-from softkmeans.diagnostics import Certificate, certify
+from softkmeans.diagnostics import Certificate, certify, critical_sigma
 
 
 @pytest.fixture
@@ -18,18 +18,70 @@ def blobs():
     return centers[rng.integers(0, 4, 2000)] + rng.normal(size=(2000, 6)), centers
 
 
-@pytest.mark.parametrize(("dtype", "passes"), [(np.float64, 2), (np.float32, 3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
-def test_a_fit_at_max_iter_1_makes_its_passes_only(blobs, monkeypatch, Estimator, dtype, passes):
-    """Two E-steps (start and update) and, for float32, one at the stored centroids; the
-    certificate's three passes are gone from fit."""
+def test_a_fit_at_max_iter_1_makes_its_passes_only(blobs, monkeypatch, Estimator, dtype):
+    """Two E-steps (start and update, at the update rounded as it is stored); neither the
+    certificate's passes nor lambda_max."""
     X, centers = blobs
     count = []
     real = NumbaEngine._pass
     monkeypatch.setattr(NumbaEngine, "_pass", lambda self, *a, **k: count.append(1)
                         or real(self, *a, **k))
+    monkeypatch.setattr("softkmeans._base._lambda_max", lambda engine: count.append("lambda"))
     Estimator(4, sigma=0.5, init=centers + 0.3, max_iter=1, backend="numba").fit(X.astype(dtype))
-    assert len(count) == passes
+    assert count == [1, 1]
+
+
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_float32_statistics_are_those_of_the_stored_centroids(blobs, Estimator):
+    """The last update is rounded to float32 before its pass: labels_, inertia_,
+    objective_ and margins_ are what the stored centroids give."""
+    X, centers = blobs
+    X32 = X.astype(np.float32)
+    model = Estimator(4, sigma=0.5, init=centers + 0.3, max_iter=3, tol=0).fit(X32)
+    assert model.cluster_centers_.dtype == np.float32
+    np.testing.assert_array_equal(model.labels_, model.predict(X32))
+    engine = NumbaEngine(X32)
+    stats = engine.estep(model.cluster_centers_.astype(np.float64), model._final_spec)
+    assert model.objective_ == stats.objective
+    assert model.inertia_ == stats.inertia
+    np.testing.assert_array_equal(model.margins_, stats.margins)
+
+
+def test_critical_sigma_is_computed_when_read_and_kept_by_pickling(blobs):
+    X, centers = blobs
+    model = SoftKMeans(4, sigma=0.5, init=centers).fit(X)
+    assert model._critical_sigma is None
+    pickled = pickle.loads(pickle.dumps(model))  # computed for the pickle
+    assert model._critical_source is None
+    assert pickled.critical_sigma_ == model.critical_sigma_ == critical_sigma(X)
+    fresh = SoftKMeans(4, sigma=0.5, init=centers).fit(X)
+    assert fresh.critical_sigma_ == critical_sigma(X) and fresh._critical_source is None
+    with pytest.raises(AttributeError, match="critical_sigma"):
+        assert SoftKMeans(4).critical_sigma_ is None  # raises
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_floor_of_lambda_max_from_a_pass_lies_below_it(seed):
+    """Any soft partition's between-cluster scatter is dominated by the covariance."""
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(1, 6))
+    X = rng.normal(size=(300, d)) * rng.uniform(0.1, 3.0, d) + rng.uniform(-10, 10, d)
+    w = rng.uniform(0.1, 2.0, 300)
+    for k in (1, 2, 5, 12):
+        R = rng.dirichlet(np.full(k, 0.3), size=300)
+        R[rng.uniform(size=300) < 0.3] = np.eye(k)[0]
+        sums, masses = (R * w[:, None]).T @ X, R.T @ w
+        floor = lambda_max_floor(sums, masses)
+        assert 0.0 <= floor <= lambda_max(X, w) * (1 + 1e-12)
+        if k == 1:
+            assert floor == 0.0
+    labels = rng.integers(0, 2, 300)
+    labels[:2] = [0, 1]
+    R = np.eye(2)[labels]
+    B = lambda_max_floor((R * w[:, None]).T @ X, R.T @ w)
+    assert B > 0.0
 
 
 def test_bounds_are_computed_on_first_access_as_certify_computes_them(blobs):

@@ -258,7 +258,7 @@ def _with_shared_variance(engine, stats, spec, shrink, row_norms=None):
 
 
 def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_path=False,
-                verbose=0, fit_sigma=None):
+                verbose=0, fit_sigma=None, dtype=np.float64):
     """Alternating minimization: responsibilities, then weighted means.
 
     Parameters
@@ -285,6 +285,10 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         shared variance (:func:`shared_variance`; 1 gives EM for the
         centroids and ``sigma`` together). The run has converged when the
         centroids' step and the relative change of ``sigma`` are within ``tol``.
+    dtype : dtype, default=float64
+        The precision the caller stores the centroids in: the last update is
+        rounded to it before its pass, so that the run's statistics describe
+        the stored centroids without one more pass.
 
     Returns
     -------
@@ -306,6 +310,8 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
             sigma = spec.sigma
             spec = _with_shared_variance(engine, stats, spec, fit_sigma, row_norms)
             step = max(step, abs(spec.sigma - sigma) / sigma)
+        if step <= tol or n_iter == max_iter:
+            new = new.astype(dtype).astype(np.float64)
         new_stats = engine.estep(new, spec)
         if path is not None:
             changes = int(np.count_nonzero(new_stats.labels != stats.labels))

@@ -7,7 +7,7 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 
 __all__ = ["AUTO_SIGMA_SHRINK", "auto_sigma", "exact_zero_distances", "lambda_max",
-           "paper_schedule", "weighted_mean"]
+           "lambda_max_floor", "paper_schedule", "weighted_mean"]
 
 #: ``sigma="auto"`` runs at this fraction of the maximum-likelihood deviation of the isotropic
 #: mixture. At the likelihood's own temperature, overlapping clusters or data without clusters
@@ -21,6 +21,11 @@ _DENSE_EIG_MAX_FEATURES = 512
 
 #: Entries of one float64 block of rows (means, covariances, comparisons of rows).
 _BLOCK_ELEMENTS = 1 << 20
+
+#: What :func:`lambda_max_floor` allows for the rounding of a pass's sums, relative to the
+#: norms of the means about the engine's shift: a float32 product of a block of rows errs
+#: by up to its length times 2^-24.
+_SUMS_ROUNDING = 1e-3
 
 
 def auto_sigma(dmin, sample_weight, n_features, fallback_scale=1.0):
@@ -168,6 +173,46 @@ def lambda_max(X, sample_weight=None):
         return 0.0
     op = LinearOperator((d, d), matvec=cov_matvec, dtype=np.float64)
     return float(max(eigsh(op, k=1, which="LA", return_eigenvectors=False)[0], 0.0))
+
+
+def lambda_max_floor(sums, masses, origin=None):
+    """A lower bound of ``lambda_max`` from one pass's statistics, without reading X.
+
+    The responsibility-weighted means ``c_j = sums_j / M_j`` of any soft
+    partition have a between-cluster scatter
+    ``B = sum_j M_j (c_j - m)(c_j - m)^T / M`` (``m`` the data mean, ``M`` the
+    total mass) that the covariance dominates: ``C - B`` is the within-cluster
+    scatter, positive semi-definite. ``B`` has rank at most ``min(k - 1, d)``
+    for ``k`` clusters with mass, so ``lambda_max >= trace(B) / rank``. Each
+    distance ``||c_j - m||`` is first lowered by :data:`_SUMS_ROUNDING` of the
+    means' norms about ``origin`` (the engine's distance shift, or 0), what
+    the sums may err by.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (n_clusters, n_features)
+        ``sum_i w_i r_ij x_i`` (:class:`~softkmeans._engines._stats.PassStats`).
+    masses : ndarray of shape (n_clusters,)
+        ``sum_i w_i r_ij``; responsibilities summing to 1 in each row.
+    origin : ndarray of shape (n_features,), default=None
+
+    Returns
+    -------
+    float
+    """
+    held = masses > 0
+    rank = min(int(held.sum()) - 1, sums.shape[1])
+    if rank < 1:
+        return 0.0
+    means = sums[held] / masses[held, None]
+    total = masses[held].sum()
+    mean = masses[held] @ means / total
+    about = 0.0 if origin is None else origin
+    slack = _SUMS_ROUNDING * (np.linalg.norm(means - about, axis=1)
+                              + np.linalg.norm(mean - about))
+    apart = np.maximum(np.linalg.norm(means - mean, axis=1) - slack, 0.0)
+    floor = float(masses[held] @ apart**2 / total / rank)
+    return floor if np.isfinite(floor) else 0.0
 
 
 def _dense_covariance(X, w):

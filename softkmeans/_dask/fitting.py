@@ -10,8 +10,6 @@ algorithms, the same hooks, every pass a map over the blocks and a sum of
 blocks: lazy, chunked like the rows of the input.
 """
 
-import copy
-
 import dask
 import dask.array as da
 import numpy as np
@@ -23,8 +21,8 @@ __all__ = ["fit_blocks", "map_rows", "weighted_mean"]
 
 #: Fitted attributes an inference task does not need (per-row results of the fit, and the
 #: feature names, which are checked once on the collection).
-_NOT_FOR_INFERENCE = ("labels_", "margins_", "path_", "_bounds", "_bounds_source", "_stream",
-                      "feature_names_in_")
+_NOT_FOR_INFERENCE = ("labels_", "margins_", "path_", "_bounds", "_bounds_source",
+                      "_critical_source", "_stream", "feature_names_in_")
 
 
 def fit_blocks(estimator, X, sample_weight):
@@ -55,9 +53,10 @@ def map_rows(estimator, method, X):
     """
     check_is_fitted(estimator)
     X = _validated(estimator, X, reset=False)
-    model = copy.copy(estimator)
-    for name in _NOT_FOR_INFERENCE:
-        model.__dict__.pop(name, None)
+    # not copy.copy: pickling's state would compute what inference does not need
+    model = type(estimator).__new__(type(estimator))
+    model.__dict__.update((name, value) for name, value in estimator.__dict__.items()
+                          if name not in _NOT_FOR_INFERENCE)
     if model.n_threads is None:
         model.n_threads = 1  # dask runs the blocks in parallel
     if method in ("predict", "score_samples"):
