@@ -136,7 +136,7 @@ def _rel(a, b):
 
 def _agreement(X_host, start, iters, runs):
     """Each run against the float64 numpy oracle after the same updates from the same start."""
-    from softkmeans._engines._numpy import NumpyEngine
+    from softkmeans._engines._array import NumpyEngine
 
     oracle = NumpyEngine(X_host.astype(np.float64))
     out = {}

@@ -40,7 +40,7 @@ from ._core.optimize import weighted_means
 from ._core.responsibilities import RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
 from ._engines import check_magnitude, get_engine
-from ._engines._numpy import _row_sq_norms
+from ._engines._array import row_sq_norms
 from ._validation import N_THREADS_CONSTRAINT, canonical_csr, check_sparse_structure
 
 __all__ = [
@@ -392,7 +392,7 @@ def critical_sigma(X, sample_weight=None):
     1.0
     """
     X = _data(X)
-    check_magnitude(X, _row_sq_norms(X))  # the covariance would overflow or underflow
+    check_magnitude(X, row_sq_norms(X))  # the covariance would overflow or underflow
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     return float(np.sqrt(lambda_max(X, weights)))
 

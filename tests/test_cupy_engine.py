@@ -26,9 +26,8 @@ from softkmeans._core.responsibilities import (
     block_responsibilities,
 )
 from softkmeans._engines import BACKENDS, get_engine, resolve_backend
-from softkmeans._engines._array_engine import ArrayEngine
+from softkmeans._engines._array import ArrayEngine, NumpyEngine
 from softkmeans._engines._array_kernels import ArrayKernels
-from softkmeans._engines._numpy import NumpyEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = [

@@ -5,10 +5,9 @@ import pytest
 import scipy.sparse as sp
 
 from softkmeans._core.responsibilities import RelaxationSpec
-from softkmeans._engines._array_engine import ArrayEngine
+from softkmeans._engines._array import ArrayEngine, NumpyEngine
 from softkmeans._engines._contract import Engine
 from softkmeans._engines._numba.engine import NumbaEngine
-from softkmeans._engines._numpy import NumpyEngine
 
 ENGINES = [NumpyEngine, ArrayEngine, NumbaEngine]
 SPECS = {"hard": RelaxationSpec("hard"), "softmax": RelaxationSpec("softmax", 0.7),

@@ -42,6 +42,15 @@ def test_sigma_for_beta_inverts_beta():
     np.testing.assert_allclose(bounds.beta(2.0, bounds.sigma_for_beta(2.0, 7.0)), 7.0)
 
 
+def test_sigma_at_the_identification_boundary_is_never_rounded_up():
+    """At beta = 2 the row at the smallest margin stays one-hot: sigma^2 <= Delta / 4."""
+    margins = np.random.default_rng(0).uniform(1e-3, 10.0, 10_000)
+    sigma = bounds.sigma_for_beta(margins, 2.0)
+    assert np.all(sigma * sigma <= margins / 4.0)
+    assert np.all(sigma >= np.nextafter(np.sqrt(margins / 4.0), 0.0))  # an ulp at most
+    assert isinstance(bounds.sigma_for_beta(2.0, 7.0), float)
+
+
 def test_map_errors_match_the_direct_formula(ctx):
     m, sigma = 0, 0.4
     e_r, e_t = map_errors(ctx, m, sigma)

@@ -18,7 +18,7 @@ from softkmeans import SoftKMeans
 from softkmeans._core.optimize import alternating
 from softkmeans._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from softkmeans._engines import get_engine, resolve_backend
-from softkmeans._engines._array_engine import ArrayEngine
+from softkmeans._engines._array import ArrayEngine, NumpyEngine, first_equal_rows
 from softkmeans._engines._numba import blas, threads
 from softkmeans._engines._numba import engine as numba_engine
 from softkmeans._engines._numba.elementary import (
@@ -32,7 +32,6 @@ from softkmeans._engines._numba.layout import chunk_rows, pass_layout, product_b
 from softkmeans._engines._numba.rows import SOFTMAX_SKIP_EPS
 from softkmeans._engines._numba.threads import effective_n_threads
 from softkmeans._engines._numba.transpose import transpose_rows
-from softkmeans._engines._numpy import NumpyEngine, first_equal_rows
 
 
 @njit

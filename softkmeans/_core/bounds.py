@@ -83,8 +83,18 @@ def beta(margin_min, sigma):
 
 
 def sigma_for_beta(margin_min, beta_value):
-    """The temperature at which :func:`beta` is ``beta_value``: ``sqrt(Delta_min / (2 beta))``."""
-    return np.sqrt(margin_min / (2.0 * np.asarray(beta_value, dtype=np.float64)))
+    """The temperature at which :func:`beta` is ``beta_value``: ``sqrt(Delta_min / (2 beta))``.
+
+    Rounded down by an ulp where the square of the rounded root exceeds
+    ``Delta_min / (2 beta)``: at ``beta = 2``, entmax-1.5's identification
+    boundary, a ``sigma`` rounded up would leave the row at the smallest
+    margin on the wrong side of an inequality that holds with equality.
+    """
+    target = np.asarray(margin_min / (2.0 * np.asarray(beta_value, dtype=np.float64)))
+    sigma = np.sqrt(target)
+    for _ in range(2):  # a correctly rounded root is at most an ulp or two too large
+        sigma = np.where(sigma * sigma > target, np.nextafter(sigma, 0.0), sigma)
+    return sigma[()]
 
 
 def margin_gap_bounds(margin_min, sigma, n_clusters, total_weight, weight_at_min):

@@ -1,12 +1,14 @@
-"""Engine registry: one module per engine, each implementing the same passes.
+"""Engine registry: each engine runs the same passes over one data set.
 
 An engine is a class constructed from validated data ``(X, sample_weight)``
 that provides ``estep``, ``responsibilities``, ``sq_distances``,
 ``max_sq_distances`` and ``log_sum_exp`` (the contract:
-:class:`softkmeans._engines._contract.Engine`; the reference:
-:class:`softkmeans._engines._numpy.NumpyEngine`). Engines are imported lazily
-so that an optional dependency that is missing only fails when its engine is
-asked for.
+:class:`softkmeans._engines._contract.Engine`). :mod:`._array` holds the
+array-namespace engine, whose numpy form in float64 is the reference
+(:class:`softkmeans._engines._array.NumpyEngine`); :mod:`._cupy` runs it on a
+GPU with fused kernels; :mod:`._numba` is the compiled CPU engine. Engines are
+imported lazily so that an optional dependency that is missing only fails
+when its engine is asked for.
 """
 
 import importlib
@@ -20,7 +22,7 @@ __all__ = ["BACKENDS", "check_magnitude", "get_engine", "resolve_backend"]
 
 #: name -> (module, class, what it needs)
 BACKENDS = {
-    "numpy": ("._numpy", "NumpyEngine", "numpy"),
+    "numpy": ("._array", "NumpyEngine", "numpy"),
     "numba": ("._numba.engine", "NumbaEngine", "numba"),
     "cupy": ("._cupy", "CupyEngine", "cupy (pip install softkmeans[gpu])"),
 }

@@ -6,8 +6,9 @@ and into log-sum-exps gets from :class:`BlockEngine` the passes of the
 contract (:class:`._contract.Engine`) that write or reduce a value per row and
 centroid: ``responsibilities``, ``sq_distances`` (``transform``),
 ``max_sq_distances`` and ``log_sum_exp`` (the diagnostics' and ``score``'s).
-The numpy reference and the array-namespace engine share them; the numba
-engine computes them in its kernels instead.
+The array-namespace engines (the numpy reference, its float32 form that CI
+runs for the GPU, the CuPy engine) share them; the numba engine computes them
+in its kernels instead.
 """
 
 import numpy as np

@@ -6,8 +6,8 @@ over it for any centroids. The estimators, the algorithms of
 engines through this contract only; ``tests/test_engines.py`` checks every
 engine against the numpy reference through it. The passes beside ``estep``
 are written once over row blocks of distances (:class:`._block.BlockEngine`)
-for the numpy and array-namespace engines; the numba engine runs them in its
-kernels.
+for the array-namespace engines (:mod:`._array`: the numpy reference, and the
+CuPy engine); the numba engine runs them in its kernels.
 """
 
 from typing import Protocol, runtime_checkable

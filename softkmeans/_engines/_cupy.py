@@ -1,6 +1,6 @@
 """The CuPy engine: the device engine on an NVIDIA GPU.
 
-:class:`CupyEngine` is :class:`~softkmeans._engines._array_engine.ArrayEngine`
+:class:`CupyEngine` is :class:`~softkmeans._engines._array.ArrayEngine`
 with CuPy as its namespace: the data are moved to the GPU once, the distance
 cross-term goes through cuBLAS (``X_b @ C.T``), and :class:`CupyKernels`
 replaces the passes over each block that matter most by fused kernels:
@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import check_sparse_structure
-from ._array_engine import ArrayEngine
+from ._array import ArrayEngine
 from ._array_kernels import CANDIDATE_CAP, ArrayKernels
 
 __all__ = ["CupyEngine", "CupyKernels", "check_cupy_array", "gpu_available"]

@@ -33,9 +33,9 @@ import scipy.sparse as sp
 
 from ..._core.bounds import UNIT_ROUNDOFF, unit_roundoff
 from ..._core.responsibilities import RelaxationSpec
+from .._array import NumpyEngine, first_equal_rows, row_sq_norms
 from .._chunks import row_blocks
 from .._conditioning import centering_shift, power_of_two_scale
-from .._numpy import NumpyEngine, _row_sq_norms, first_equal_rows
 from .._stats import PassStats
 from .blas import blas_at_one_thread
 from .jit import read_only
@@ -119,11 +119,12 @@ def _lower_exponents(centers, candidates, labels, dmin):
     return lower.min(axis=1, initial=np.inf)
 
 
-class NumbaEngine(NumpyEngine):
+class NumbaEngine:
     """Chunked passes over one data set, compiled with numba and run in parallel.
 
-    Same interface and results (to rounding) as
-    :class:`~softkmeans._engines._numpy.NumpyEngine`.
+    The contract of :class:`~softkmeans._engines._contract.Engine`, with the
+    results (to rounding) of the reference
+    :class:`~softkmeans._engines._array.NumpyEngine`.
 
     Parameters
     ----------
@@ -174,12 +175,48 @@ class NumbaEngine(NumpyEngine):
     def _sq_norms(self, X, shift=None):
         """``||x_i - shift||^2`` in float64; by the kernels for dense X (no copy of X)."""
         if sp.issparse(X):
-            return _row_sq_norms(X, shift)
+            return row_sq_norms(X, shift)
         x_sq = np.empty(X.shape[0])
         n_threads = min(effective_n_threads(self.n_threads), 1 + X.size // WORK_PER_THREAD)
         run_in_threads(dense_row_sq_norms, n_threads, n_threads, X,
                        _NO_SHIFT if shift is None else shift, x_sq, n_threads)
         return x_sq
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    @property
+    def distance_shift(self):
+        """The point (float64) subtracted from X and the centroids before their distances,
+        or None (:func:`.._conditioning.centering_shift`)."""
+        return self._shift
+
+    def distance_norms(self):
+        """``||x_i - shift||^2`` in float64 (``x_sq`` when X is not shifted)."""
+        if self._shift is None:
+            return self.x_sq
+        if self._shifted_x_sq is None:
+            self._shifted_x_sq = self._sq_norms(self.X, self._shift)
+        return self._shifted_x_sq
+
+    def row(self, i):
+        """Observation ``i`` as a dense float64 vector."""
+        x = self.X[i]
+        return np.asarray(x.toarray() if sp.issparse(x) else x, dtype=np.float64).ravel()
+
+    def _shifted_centers(self, centers):
+        """``(centers, c_sq)`` as the kernels take them: float64, shifted like X, and their
+        squared norms."""
+        centers = np.asarray(centers, dtype=np.float64)
+        if self._shift is not None:
+            centers = centers - self._shift
+        return centers, np.einsum("ij,ij->i", centers, centers)
+
+    def _reference(self):
+        """The reference engine on the same data, for the float64 distances of a few
+        centroids (:meth:`_sum_exactly`, ``sq_distances`` of float32 data)."""
+        return NumpyEngine(self.X, self.sample_weight)
 
     def _kernel_data(self):
         """``(shift, x_sq)`` the dense kernels take: the shift in the dtype of X (empty for
@@ -281,13 +318,12 @@ class NumbaEngine(NumpyEngine):
         light = light[~far]
         if light.size == 0:
             return
-        points, p_sq = self._shifted_centers(centers[light])
         row_gaps = np.empty((self.n_samples, 1))
         self._pass(centers, spec, False, OUT_GAP, row_gaps)
         log_norm = row_gaps[:, 0] / spec.tau
         masses, sums = np.zeros(len(light)), np.zeros((len(light), centers.shape[1]))
-        for rows in row_blocks(self.n_samples, len(light)):
-            excess = self._block_sq_distances(rows, points, p_sq) - stats.dmin[rows, None]
+        for rows, D in self._reference()._blocks(centers[light]):
+            excess = D - stats.dmin[rows, None]
             excess[stats.labels[rows, None] == light] = 0.0
             # the pass's dmin and these distances round differently: no weight above its row's
             np.maximum(excess, 0.0, out=excess)
@@ -350,7 +386,7 @@ class NumbaEngine(NumpyEngine):
         """Squared distances to every centroid, shape (n_samples, n_clusters), in ``dtype``.
 
         ``sqrt=True`` gives the distances, as
-        :meth:`NumpyEngine.sq_distances <softkmeans._engines._numpy.NumpyEngine.sq_distances>`.
+        :meth:`NumpyEngine.sq_distances <softkmeans._engines._array.NumpyEngine.sq_distances>`.
         For dense float32 data they are the numpy engine's, from float64
         products as scikit-learn's ``transform`` computes them (at the numpy
         engine's speed, with BLAS's threads): the kernels' float32 cross term
@@ -359,10 +395,7 @@ class NumbaEngine(NumpyEngine):
         """
         if self.X.dtype != np.float32 or sp.issparse(self.X):
             return self._kernel_sq_distances(centers, dtype, sqrt)
-        out = np.empty((self.n_samples, centers.shape[0]), dtype=dtype)
-        for rows, D in NumpyEngine._blocks(self, centers):  # not this engine's numpy pass
-            out[rows] = np.sqrt(D, out=D) if sqrt else D
-        return out
+        return self._reference().sq_distances(centers, dtype, sqrt)
 
     def _kernel_sq_distances(self, centers, dtype=np.float64, sqrt=False):
         return self._output_pass(centers, _HARD, OUT_DIST, dtype, sqrt)
