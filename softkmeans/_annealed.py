@@ -178,7 +178,7 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
     def _prepare(self, engine, first_centers):
         lam = lambda_max(engine.X, engine.sample_weight)
         self.lambda_max_ = lam
-        self._critical_sigma, self._critical_source = float(np.sqrt(lam)), None
+        self._prepared_critical = float(np.sqrt(lam))
         self._scale = np.sqrt(lam) if lam > 0 else 1.0
         self._relaxation = RelaxationSpec(self.method, 1.0, float(self.alpha))
         self._check_perturbation(engine)

@@ -128,8 +128,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     def _prepare(self, engine, first_centers):
         """Resolve data-dependent settings before the runs.
 
-        Sets the temperature and ``self._critical_sigma``, ``sqrt(lambda_max)``
-        of the data, which the fitted diagnostics reuse.
+        Sets the temperature and ``self._prepared_critical``: ``sqrt(lambda_max)``
+        of the data where the preparation needed it, else None (``critical_sigma_``
+        is then computed on request).
         """
 
     @abstractmethod
@@ -319,6 +320,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self._n_features_out = self.n_clusters
         for name, value in _fitted_diagnostics(engine, run).items():
             setattr(self, name, value)
+        self._critical_sigma = self._prepared_critical
         self._critical_source = engine if self._critical_sigma is None else None
         self._bounds, self._bounds_source = None, (engine, run)
         self._stream = None
@@ -586,14 +588,18 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         """The :class:`RelaxationSpec` of this estimator at temperature ``sigma``."""
 
     def _prepare(self, engine, first_centers):
-        self._critical_sigma, self._critical_source = None, engine  # critical_sigma_ on request
+        self._prepared_critical = None
         self._sigma_shrink = AUTO_SIGMA_SHRINK if self.sigma == "auto" else None
         if self._sigma_shrink:
             mean_sq, apart = _start_distances(engine, first_centers)
             # the rule of auto_sigma on the weighted mean of the squared distances; the data's
             # scale only where every observation sits on a starting centroid
+            lam = 1.0
+            if mean_sq == 0:
+                lam = _lambda_max(engine)
+                self._prepared_critical = float(np.sqrt(lam))
             sigma = auto_sigma(np.array([mean_sq]), np.ones(1), engine.X.shape[1],
-                               fallback_scale=self.critical_sigma_**2 if mean_sq == 0 else 1.0)
+                               fallback_scale=lam)
             if not apart:
                 # every observation on a starting centroid: the likelihood grows without
                 # bound as sigma -> 0, so the fallback temperature stays
@@ -617,7 +623,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         # One centroid, or data on one point: the mean is the answer at every temperature.
         collapse_matters = self._resolved_spec.kind == "softmax" and self.n_clusters > 1
         # lambda_max is read only where its lower bound from the last pass leaves a doubt
-        floor = np.sqrt(lambda_max_floor(run.stats.sums, run.stats.masses, engine.distance_shift))
+        floor = np.sqrt(lambda_max_floor(run.stats.sums, run.stats.masses))
         if (collapse_matters and self.sigma_ >= _NEAR_CRITICAL * floor
                 and self.critical_sigma_ > 0
                 and self.sigma_ >= _NEAR_CRITICAL * self.critical_sigma_):

@@ -130,3 +130,46 @@ def test_lambda_max_of_wide_sparse_data_is_that_of_the_dense_array():
     X = sp.random(600, 700, density=0.05, random_state=1, format="csr")
     w = np.random.default_rng(2).uniform(0.5, 2.0, 600)
     assert lambda_max(X, w) == pytest.approx(lambda_max(X.toarray(), w), rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_the_warning_near_the_critical_temperature_survives_float32_far_from_the_origin(
+        backend):
+    """The free lower bound of lambda_max allows for the float32 sums' rounding, which
+    grows with the data's distance from the origin."""
+    from softkmeans.exceptions import CriticalTemperatureWarning
+
+    rng = np.random.default_rng(3)
+    X = (1e4 + 0.01 * np.where(rng.uniform(size=20000) < 0.5, -1.0, 1.0))[:, None]
+    X = X.astype(np.float32)
+    sigma = 0.95 * critical_sigma(X)
+    with pytest.warns(CriticalTemperatureWarning, match="within 10%"):
+        SoftKMeans(2, sigma=sigma, random_state=3, backend=backend).fit(X)
+
+
+def test_a_failed_refit_keeps_the_critical_temperature_of_the_fitted_data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    calls = []
+
+    def init(data, k, random_state):
+        calls.append(1)
+        if len(calls) > 3:
+            raise RuntimeError("no start")
+        return data[:k]
+
+    model = SoftKMeans(2, sigma=0.5, init=init, n_init=2).fit(X)
+    with pytest.raises(RuntimeError, match="no start"):
+        model.fit(10 * X)
+    assert model.critical_sigma_ == critical_sigma(X)
+
+
+def test_entmax_entries_below_the_rounding_of_one_keep_their_mass():
+    """A row whose nearest centroid holds 1 to rounding but not exactly is spread: the
+    reference gives the far centroid the tiny mass numba gives it."""
+    X = np.random.default_rng(0).normal(size=(1000, 1)) * 1e-12
+    start = np.array([[0.0], [np.sqrt(4 * (1 - 3e-9))]])
+    centers = [EntmaxKMeans(2, sigma=1.0, init=start, max_iter=1, backend=backend)
+               .fit(X).cluster_centers_ for backend in ("numpy", "numba")]
+    np.testing.assert_allclose(centers[0], centers[1], rtol=1e-6)
+    assert abs(centers[0][1, 0]) < 1e-12  # moved to its rows' weighted mean, not reseeded

@@ -25,7 +25,7 @@ from functools import lru_cache
 import numpy as np
 
 from softkmeans._core.optimize import HARD, alternating
-from softkmeans._core.responsibilities import RelaxationSpec
+from softkmeans._core.responsibilities import SIGMA_MIN, RelaxationSpec
 from softkmeans._core.temperature import lambda_max
 from softkmeans._engines import get_engine
 
@@ -105,7 +105,7 @@ def temperatures(n_samples, n_clusters, n_features=N_FEATURES, seed=0, structure
     margin = np.median(reference) if structure == "uniform" else reference.min()
     return {
         "low": float(np.sqrt(margin / 8.0)),
-        "identified": float(np.sqrt(max(0.5 * start.min(), 1e-300) / 2.0)),
+        "identified": max(float(np.sqrt(0.5 * start.min() / 2.0)), SIGMA_MIN),
         "high": float(np.sqrt(lambda_max(X) / 4.0)),
     }
 

@@ -23,8 +23,9 @@ _DENSE_EIG_MAX_FEATURES = 512
 _BLOCK_ELEMENTS = 1 << 20
 
 #: What :func:`lambda_max_floor` allows for the rounding of a pass's sums, relative to the
-#: norms of the means about the engine's shift: a float32 product of a block of rows errs
-#: by up to its length times 2^-24.
+#: norms of the means: float32 products of the rows of a chunk err by about the chunk's
+#: length (256 rows in the numba engine) times 2^-24 of those norms, typically its square
+#: root on a device's long blocks.
 _SUMS_ROUNDING = 1e-3
 
 
@@ -175,7 +176,7 @@ def lambda_max(X, sample_weight=None):
     return float(max(eigsh(op, k=1, which="LA", return_eigenvectors=False)[0], 0.0))
 
 
-def lambda_max_floor(sums, masses, origin=None):
+def lambda_max_floor(sums, masses):
     """A lower bound of ``lambda_max`` from one pass's statistics, without reading X.
 
     The responsibility-weighted means ``c_j = sums_j / M_j`` of any soft
@@ -185,8 +186,8 @@ def lambda_max_floor(sums, masses, origin=None):
     scatter, positive semi-definite. ``B`` has rank at most ``min(k - 1, d)``
     for ``k`` clusters with mass, so ``lambda_max >= trace(B) / rank``. Each
     distance ``||c_j - m||`` is first lowered by :data:`_SUMS_ROUNDING` of the
-    means' norms about ``origin`` (the engine's distance shift, or 0), what
-    the sums may err by.
+    means' norms, what the sums may err by (data far from the origin against
+    their spread get a floor of 0).
 
     Parameters
     ----------
@@ -194,7 +195,6 @@ def lambda_max_floor(sums, masses, origin=None):
         ``sum_i w_i r_ij x_i`` (:class:`~softkmeans._engines._stats.PassStats`).
     masses : ndarray of shape (n_clusters,)
         ``sum_i w_i r_ij``; responsibilities summing to 1 in each row.
-    origin : ndarray of shape (n_features,), default=None
 
     Returns
     -------
@@ -207,9 +207,7 @@ def lambda_max_floor(sums, masses, origin=None):
     means = sums[held] / masses[held, None]
     total = masses[held].sum()
     mean = masses[held] @ means / total
-    about = 0.0 if origin is None else origin
-    slack = _SUMS_ROUNDING * (np.linalg.norm(means - about, axis=1)
-                              + np.linalg.norm(mean - about))
+    slack = _SUMS_ROUNDING * (np.linalg.norm(means, axis=1) + np.linalg.norm(mean))
     apart = np.maximum(np.linalg.norm(means - mean, axis=1) - slack, 0.0)
     floor = float(masses[held] @ apart**2 / total / rank)
     return floor if np.isfinite(floor) else 0.0

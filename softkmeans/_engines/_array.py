@@ -282,9 +282,8 @@ class ArrayEngine(BlockEngine):
         """labels, dmin, margins, responsibilities, row gaps and the rows with mass on more
         than one centroid of a block (both None when hard).
 
-        A softmax row is spread unless every other weight underflows to 0; an
-        entmax row unless its nearest centroid holds exactly 1 (its other
-        entries are then 0, or below the rounding of that 1).
+        A softmax row is spread unless every other weight underflows to 0, an
+        entmax row when it has more than one nonzero entry.
         """
         kernels = self.kernels
         D = self._in_range(D, spec)
@@ -296,8 +295,7 @@ class ArrayEngine(BlockEngine):
             resp = kernels.softmax_resp(D, dmin, others, spec.tau)
             return labels, dmin, margins, resp, spec.tau * self.xp.log1p(others), others > 0
         resp, row_gap = kernels.entmax(D, dmin, spec)
-        spread = resp[self.xp.arange(resp.shape[0]), labels] < 1.0
-        return labels, dmin, margins, resp, row_gap, spread
+        return labels, dmin, margins, resp, row_gap, self.xp.count_nonzero(resp, axis=1) > 1
 
     def _one_hot_t(self, labels, n_clusters, values=None):
         """The (n_clusters x rows) one-hot matrix of ``labels``, sparse, holding ``values``
@@ -327,9 +325,10 @@ class ArrayEngine(BlockEngine):
                 self._add_soft(sums, masses, Xb[soft], w[soft], resp[soft], with_sums)
                 one_hot = xp.flatnonzero(~spread)
                 Xb, w, labels = Xb[one_hot], w[one_hot], labels[one_hot]
-        masses += xp.bincount(labels, weights=w, minlength=masses.shape[0])
+        weighted_t = self._one_hot_t(labels, masses.shape[0], w)
+        masses += _dense(weighted_t @ xp.ones(labels.shape[0]))  # in a fixed order, not atomics
         if with_sums:
-            self._add_products(sums, Xb, self._one_hot_t(labels, masses.shape[0], w))
+            self._add_products(sums, Xb, weighted_t)
 
     def _add_soft(self, sums, masses, Xb, w, resp, with_sums):
         """The dense part of :meth:`_accumulate`; weighs ``resp`` in place."""

@@ -171,6 +171,7 @@ class NumbaEngine:
         self.x_sq = self._sq_norms(X)
         self._shift = None if sp.issparse(X) else centering_shift(X)
         self._shifted_x_sq = None  # ||x_i - shift||^2, made on the first pass (by the kernels)
+        self._reference_engine = None
 
     def _sq_norms(self, X, shift=None):
         """``||x_i - shift||^2`` in float64; by the kernels for dense X (no copy of X)."""
@@ -214,9 +215,11 @@ class NumbaEngine:
         return centers, np.einsum("ij,ij->i", centers, centers)
 
     def _reference(self):
-        """The reference engine on the same data, for the float64 distances of a few
-        centroids (:meth:`_sum_exactly`, ``sq_distances`` of float32 data)."""
-        return NumpyEngine(self.X, self.sample_weight)
+        """The reference engine on the same data (made once), for the float64 distances of a
+        few centroids (:meth:`_sum_exactly`, ``sq_distances`` of float32 data)."""
+        if self._reference_engine is None:
+            self._reference_engine = NumpyEngine(self.X, self.sample_weight)
+        return self._reference_engine
 
     def _kernel_data(self):
         """``(shift, x_sq)`` the dense kernels take: the shift in the dtype of X (empty for
@@ -342,6 +345,7 @@ class NumbaEngine:
         are copies of that block's entries only.
         """
         view = copy.copy(self)
+        view._reference_engine = None
         view.X = self.X[rows]
         if sp.issparse(self.X):
             view._csr_arrays = tuple(read_only(a) for a in
