@@ -77,10 +77,12 @@ def _warn(message, category):
 def _at_stored_precision(run, dtype, engine):
     """``run`` at its centroids rounded to ``dtype``, as ``cluster_centers_`` keeps them.
 
-    A float32 fit ends at float64 centroids; its statistics (labels,
-    inertia, objective, margins) and diagnostics are taken again at the
-    rounded ones, one more pass, so that they describe the stored model: what
-    ``predict``, ``score`` and :mod:`softkmeans.diagnostics` compute from it.
+    :func:`~softkmeans._core.optimize.alternating` rounds its last update
+    itself; after gradient descent or an annealing a float32 fit ends at
+    float64 centroids, and its statistics (labels, inertia, objective,
+    margins) and diagnostics are taken again at the rounded ones, one more
+    pass, so that they describe the stored model: what ``predict``, ``score``
+    and :mod:`softkmeans.diagnostics` compute from it.
     """
     rounded = run.centers.astype(dtype).astype(np.float64)
     if bool((rounded == run.centers).all()):
