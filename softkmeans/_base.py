@@ -27,6 +27,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._core.optimize import StoppingRule
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.seeding import separate_coincident
 from ._core.streaming import start_stream, stream_step
@@ -301,8 +302,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         if not self.converged_:
             _warn(
                 f"{type(self).__name__} did not converge: the kept run stopped at "
-                f"max_iter={self.max_iter} with a step above tol={self.tol}. Increase max_iter "
-                "or tol, or check the temperature.",
+                f"max_iter={self.max_iter} before its stopping rule held at tol={self.tol}. "
+                "Increase max_iter or tol, or check the temperature.",
                 ConvergenceWarning,
             )
         _warn_if_clusters_merged(self.labels_, self.n_clusters)
@@ -573,7 +574,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
     }
 
     def __init__(self, n_clusters=8, *, sigma="auto", init="k-means++", n_init="auto",
-                 max_iter=300, tol=1e-6, random_state=None, backend="auto", n_threads=None,
+                 max_iter=300, tol=1e-4, random_state=None, backend="auto", n_threads=None,
                  verbose=0, record_path=False, decay=1.0):
         super().__init__(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                          random_state=random_state, backend=backend, n_threads=n_threads,
@@ -584,6 +585,10 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
     def _empty_rule(self):
         """What an update does with a centroid without mass: "keep" or "reseed"."""
         return "keep"
+
+    def _stopping_rule(self):
+        """The :class:`~softkmeans._core.optimize.StoppingRule` of the runs (``tol``)."""
+        return StoppingRule(float(self.tol))
 
     @abstractmethod
     def _spec(self, sigma):

@@ -82,7 +82,7 @@ n_steps_
     }
 
     def __init__(self, n_clusters=8, *, sigma="auto", alpha=1.5, empty_cluster="reseed",
-                 init="k-means++", n_init="auto", max_iter=300, tol=1e-6, random_state=None,
+                 init="k-means++", n_init="auto", max_iter=300, tol=1e-4, random_state=None,
                  backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
@@ -99,6 +99,6 @@ n_steps_
 
     def _run(self, engine, centers, rng):
         return alternating(engine, centers, self._resolved_spec, max_iter=self.max_iter,
-                           tol=self.tol, empty=self.empty_cluster,
+                           tol=self._stopping_rule(), empty=self.empty_cluster,
                            record_path=self.record_path, verbose=self.verbose,
                            fit_sigma=self._sigma_shrink, dtype=self._stored_dtype)

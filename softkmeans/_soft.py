@@ -61,9 +61,20 @@ class SoftKMeans(FixedTemperatureKMeans):
         scikit-learn's ``KMeans``).
     max_iter : int, default=300
         Cap on the number of updates of one run.
-    tol : float, default=1e-6
-        A run has converged when
-        ``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol``.
+    tol : float, default=1e-4
+        Relative tolerance of the stopping rule, as in scikit-learn's
+        :class:`~sklearn.cluster.KMeans`: a run has converged when an update
+        moves the centroids by a squared distance (summed over centroids) of
+        at most ``tol`` times the data's mean variance per feature (and, with
+        ``sigma="auto"``, changes ``sigma**2`` by at most as much); or when
+        the assignments repeat, so that the update moves nothing; or, after a
+        pass with soft responsibilities, when the mean log-likelihood per
+        sample that :meth:`score` measures changes by at most ``tol`` (as
+        :class:`~sklearn.mixture.GaussianMixture` stops). A fit whose
+        responsibilities are all one-hot (an entmax fit below its
+        identification temperature) stops where ``KMeans`` stops from the same
+        start. 1e-4 stops within a fraction of a percent of the converged
+        distortion; 0 runs to a fixed point or ``max_iter``.
     random_state : int, RandomState instance or None, default=None
         Seeds the initialization.
     backend : {"auto", "numba", "numpy", "cupy"}, default="auto"
@@ -164,7 +175,7 @@ class SoftKMeans(FixedTemperatureKMeans):
     }
 
     def __init__(self, n_clusters=8, *, sigma="auto", algorithm="alternating",
-                 init="k-means++", n_init="auto", max_iter=300, tol=1e-6, random_state=None,
+                 init="k-means++", n_init="auto", max_iter=300, tol=1e-4, random_state=None,
                  backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
@@ -176,13 +187,13 @@ class SoftKMeans(FixedTemperatureKMeans):
         return RelaxationSpec("softmax", sigma)
 
     def _run(self, engine, centers, rng):
-        options = dict(max_iter=self.max_iter, tol=self.tol, record_path=self.record_path,
-                       verbose=self.verbose)
+        options = dict(max_iter=self.max_iter, tol=self._stopping_rule(),
+                       record_path=self.record_path, verbose=self.verbose)
         if self.algorithm == "alternating":
             return alternating(engine, centers, self._resolved_spec, fit_sigma=self._sigma_shrink,
                                dtype=self._stored_dtype, **options)
         spec = self._resolved_spec
         if self._sigma_shrink:  # the temperature EM finds from this start, then the descent
             spec = alternating(engine, centers, spec, fit_sigma=self._sigma_shrink,
-                               max_iter=self.max_iter, tol=self.tol).spec
+                               max_iter=self.max_iter, tol=self._stopping_rule()).spec
         return gradient_descent(engine, centers, spec, **options)

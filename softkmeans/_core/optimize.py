@@ -7,8 +7,10 @@
 - :func:`anneal`: deterministic annealing over a decreasing list of
   temperatures, warm-started, followed by a Lloyd polish.
 
-Stopping rule (Sec. 7.1 of the paper):
-``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol``.
+Two stopping rules (:class:`StoppingRule`): the estimators' ``"kmeans"`` rule, that of
+scikit-learn's ``KMeans`` with a soft objective's test added, and the paper's ``"relative"``
+rule of Sec. 7.1, ``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol``, which the
+reproduction keeps.
 """
 
 from dataclasses import dataclass, field, replace
@@ -17,8 +19,8 @@ import numpy as np
 
 from .responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 
-__all__ = ["RunResult", "Trajectory", "alternating", "gradient_descent", "anneal", "relative_step",
-           "shared_variance", "mixture_variance", "weighted_means", "gradient"]
+__all__ = ["RunResult", "StoppingRule", "Trajectory", "alternating", "gradient_descent", "anneal",
+           "relative_step", "shared_variance", "mixture_variance", "weighted_means", "gradient"]
 
 HARD = RelaxationSpec("hard")
 
@@ -257,6 +259,117 @@ def _with_shared_variance(engine, stats, spec, shrink, row_norms=None):
     return replace(spec, sigma=float(np.clip(sigma, SIGMA_MIN, SIGMA_MAX)))
 
 
+@dataclass(frozen=True)
+class StoppingRule:
+    """When a run of updates has converged.
+
+    ``kind="kmeans"`` (the estimators' rule) stops a run at the first of
+
+    - an update that leaves the centroids and the temperature exactly where they
+      were: the assignments repeat (Lloyd's strict convergence); the update is
+      counted, as scikit-learn's ``KMeans`` counts it, without a pass;
+    - a squared centroid shift ``sum_j ||mu_{t+1,j} - mu_{t,j}||^2`` (and, where the
+      temperature is fitted, a change of ``sigma^2``) of at most ``tol`` times the
+      data's weighted mean variance per feature (the rule of ``KMeans``);
+    - where ``tol > 0``, after a soft pass (some responsibilities neither 0 nor 1), a
+      change of the per-sample score ``F / (2 sigma^2 W) + (d / 2) log(2 sigma^2)``
+      (minus the mixture's mean log-likelihood up to a constant, for softmax: what
+      ``score`` measures) within the rounding of the pass's objective: the
+      objective no longer resolves the progress.
+
+    A pass whose responsibilities are all one-hot (a hard pass; an identified
+    entmax fit) stops by Lloyd's rules alone, so that such a fit stops where
+    ``KMeans`` does. With ``accelerate``, while the passes are soft
+    (:data:`_SMOOTH_GAP`), every other update is a SQUAREM extrapolation of the
+    last three iterates (:func:`squarem_point`), kept only where its per-sample
+    score is no worse than that of the point it leaves: the objective at a fixed
+    temperature never increases. ``kind="relative"`` is the paper's rule
+    (Sec. 7.1): ``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol`` (with the
+    relative change of ``sigma`` where it is fitted), without extrapolation.
+    """
+
+    tol: float
+    kind: str = "kmeans"
+    accelerate: bool = True
+
+    @classmethod
+    def of(cls, tol):
+        """``tol`` itself, or the paper's relative rule at ``tol`` (a float)."""
+        return tol if isinstance(tol, cls) else cls(float(tol), "relative", accelerate=False)
+
+    def bind(self, engine, stats, row_norms):
+        """The rule's thresholds on the data of ``engine``, from the run's first pass
+        ``stats`` and :func:`_weighted_row_norms` (unused by the relative rule)."""
+        if self.kind == "relative":
+            return _RelativeTest(self.tol)
+        _, total, spread = row_norms
+        variance = mixture_variance(stats.sums.sum(axis=0, keepdims=True),
+                                    np.array([stats.masses.sum()]), total, spread,
+                                    engine.distance_shift, engine.X.shape[1],
+                                    engine.unit_roundoff)
+        return _KMeansTest(self.tol * variance, row_norms, engine)
+
+
+@dataclass(frozen=True)
+class _RelativeTest:
+    tol: float
+    strict: bool = False
+
+    def step(self, new, centers, old_sigma, new_sigma):
+        """``(step, small)``: the update's relative step and whether it is within tol."""
+        step = relative_step(new, centers)
+        if new_sigma != old_sigma:
+            step = max(step, abs(new_sigma - old_sigma) / old_sigma)
+        return step, step <= self.tol
+
+    def settled(self, old_stats, new_stats, old_spec, new_spec, centers):
+        """Whether the objective says the run has converged (never, for this rule)."""
+        return False
+
+
+@dataclass(frozen=True)
+class _KMeansTest:
+    """The thresholds of the ``"kmeans"`` rule on one run."""
+
+    shift_tol: float
+    row_norms: tuple
+    engine: object
+    strict: bool = True
+
+    def step(self, new, centers, old_sigma, new_sigma):
+        """``(squared shift, small)``, the shift including the change of ``sigma^2``."""
+        shift = float(np.sum((new - centers) ** 2))
+        small = shift <= self.shift_tol
+        if new_sigma != old_sigma:
+            small = small and abs(new_sigma**2 - old_sigma**2) <= self.shift_tol
+        return shift, small
+
+    def settled(self, old_stats, new_stats, old_spec, new_spec, centers):
+        """Whether a soft pass changed the per-sample score by no more than its rounding
+        (never at ``tol=0``, which runs to a fixed point)."""
+        if self.shift_tol == 0 or new_spec.kind == "hard" or not new_stats.gap > 0:
+            return False
+        d = self.engine.X.shape[1]
+        change = _per_sample_score(new_stats, new_spec, d) - _per_sample_score(
+            old_stats, old_spec, d)
+        noise = _objective_noise(self.engine, new_stats, centers, self.row_norms)
+        resolution = noise / (_NOISE_ROUNDOFFS * new_spec.tau * float(new_stats.masses.sum()))
+        return abs(change) <= resolution
+
+
+def _per_sample_score(stats, spec, n_features):
+    """``F / (2 sigma^2 W) + (d / 2) log(2 sigma^2)``, ``W`` the total weight."""
+    tau = spec.tau
+    return stats.objective / (tau * float(stats.masses.sum())) + 0.5 * n_features * np.log(tau)
+
+
+def _stored(centers, dtype):
+    """``centers`` rounded to the precision the caller stores them in (float64 values)."""
+    if np.dtype(dtype) == np.float64:
+        return centers
+    return centers.astype(dtype).astype(np.float64)
+
+
 def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_path=False,
                 verbose=0, fit_sigma=None, dtype=np.float64):
     """Alternating minimization: responsibilities, then weighted means.
@@ -271,8 +384,8 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         The relaxation (``"hard"`` gives Lloyd's algorithm).
     max_iter : int
         Cap on the number of updates.
-    tol : float
-        Relative Frobenius step under which the run has converged.
+    tol : float or StoppingRule
+        When the run has converged; a float is the paper's relative rule.
     empty : {"keep", "reseed"}, default="keep"
         What to do with a centroid whose mass is zero.
     record_path : bool or "centers", default=False
@@ -283,10 +396,9 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         When given, re-estimate the temperature at every update as
         ``fit_sigma`` times the deviation of the isotropic Gaussian mixture's
         shared variance (:func:`shared_variance`; 1 gives EM for the
-        centroids and ``sigma`` together). The run has converged when the
-        centroids' step and the relative change of ``sigma`` are within ``tol``.
+        centroids and ``sigma`` together); the stopping rule weighs its change.
     dtype : dtype, default=float64
-        The precision the caller stores the centroids in: the last update is
+        The precision the caller stores the centroids in: every update is
         rounded to it before its pass, so that the run's statistics describe
         the stored centroids without one more pass.
 
@@ -295,33 +407,83 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     RunResult
         ``spec`` is the relaxation at the run's last temperature.
     """
+    rule = StoppingRule.of(tol)
     centers = np.array(centers, dtype=np.float64)
     stats = engine.estep(centers, spec)
     path = _new_trajectory(record_path, stats, centers)
     converged, n_iter, reseeded, parked = False, 0, set(), set()
-    row_norms = _weighted_row_norms(engine) if fit_sigma is not None else None
-    for n_iter in range(1, max_iter + 1):
+    needs_norms = fit_sigma is not None or rule.kind != "relative"
+    row_norms = _weighted_row_norms(engine) if needs_norms else None
+    test = rule.bind(engine, stats, row_norms)
+    d = engine.X.shape[1]
+    before = None  # the centroids whose plain update gave ``centers``, while there are some
+    while n_iter < max_iter:
+        n_iter += 1  # one per pass: a rejected extrapolation's pass counts as an update
         new = weighted_means(stats, centers)
         if empty == "reseed":
             new = _reseed_empty(new, stats, engine, reseeded, parked)
-        step = relative_step(new, centers)
-        bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
+        new = _stored(new, dtype)
+        old_spec = spec
         if fit_sigma is not None:
-            sigma = spec.sigma
             spec = _with_shared_variance(engine, stats, spec, fit_sigma, row_norms)
-            step = max(step, abs(spec.sigma - sigma) / sigma)
-        if step <= tol or n_iter == max_iter:
-            new = new.astype(dtype).astype(np.float64)
-        new_stats = engine.estep(new, spec)
+        if test.strict and spec == old_spec and np.array_equal(new, centers):
+            converged = True  # a fixed point: the assignments repeat, the pass would too
+            if path is not None:
+                path.add(stats, new, 0.0, 0, 0.0)
+            _report(verbose, spec.kind, n_iter, stats, 0.0)
+            break
+        step, small = test.step(new, centers, old_spec.sigma, spec.sigma)
+        bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
+        new_stats = None
+        if (rule.accelerate and before is not None and not small and n_iter < max_iter
+                and stats.gap > _SMOOTH_GAP * stats.inertia):
+            # three successive plain iterates: extrapolate, keep the point if it scores no
+            # worse than ``centers`` (the plain update would have)
+            jump = _stored(squarem_point(before, centers, new), dtype)
+            jump_stats = engine.estep(jump, spec)
+            if (_per_sample_score(jump_stats, spec, d)
+                    <= _per_sample_score(stats, old_spec, d)):
+                new, new_stats = jump, jump_stats
+            else:
+                n_iter += 1
+        before = centers if new_stats is None else None
+        if new_stats is None:
+            new_stats = engine.estep(new, spec)
+        small = small or test.settled(stats, new_stats, old_spec, spec, new)
         if path is not None:
             changes = int(np.count_nonzero(new_stats.labels != stats.labels))
             path.add(new_stats, new, step, changes, bound)
         centers, stats = new, new_stats
         _report(verbose, spec.kind, n_iter, stats, step)
-        if step <= tol:
+        if small:
             converged = True
             break
     return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [])
+
+
+#: Relative gap ``(J - F) / J`` above which a pass is soft enough for the update to be
+#: smooth and worth extrapolating; below it the update is Lloyd's up to rounding, and
+#: extrapolating its jumps would leave the path that the small-temperature theory follows.
+_SMOOTH_GAP = 1e-6
+#: The longest extrapolation :func:`squarem_point` takes, in steps of the plain update.
+_SQUAREM_MAX_STEP = 16.0
+
+
+def squarem_point(first, second, third):
+    """The SQUAREM extrapolation of three successive iterates of a fixed-point map.
+
+    With ``r = second - first`` and ``v = third - 2 second + first``, the point
+    ``first - 2 a r + a^2 v`` at ``a = -||r|| / ||v||`` (Varadhan and Roland's
+    third scheme), ``a`` held in ``[-_SQUAREM_MAX_STEP, -1]``; ``a = -1`` gives
+    ``third``, the plain update.
+    """
+    r = second - first
+    v = third - second - r
+    r_norm, v_norm = float(np.linalg.norm(r)), float(np.linalg.norm(v))
+    if not v_norm > 0:
+        return third
+    a = -min(max(r_norm / v_norm, 1.0), _SQUAREM_MAX_STEP)
+    return first - 2.0 * a * r + a * a * v
 
 
 def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False, verbose=0,
@@ -359,6 +521,8 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     scale = max(float(stats.masses.max()), np.finfo(float).tiny)
     rate = 0.25  # halved here because every iteration starts by doubling the last accepted step
     row_norms = _weighted_row_norms(engine)
+    rule = StoppingRule.of(tol)
+    test = rule.bind(engine, stats, row_norms)
     converged, n_iter = False, 0
     for n_iter in range(1, max_iter + 1):
         direction = gradient(stats, centers) / scale
@@ -378,13 +542,13 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
             rate *= 0.5
         if not accepted:
             new, new_stats = centers, stats
-        step = relative_step(new, centers)
+        step, small = test.step(new, centers, spec.sigma, spec.sigma)
         if path is not None:
             changes = int(np.count_nonzero(new_stats.labels != stats.labels))
             path.add(new_stats, new, step, changes, np.nan)
         centers, stats = new, new_stats
         _report(verbose, "gradient", n_iter, stats, step)
-        if step <= tol:
+        if small:
             converged = True
             break
     return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [])

@@ -1,0 +1,228 @@
+"""Whole-fit cost of the soft estimators' defaults beside scikit-learn's KMeans.
+
+For every dataset of ``benchmarks/quality.py`` and five more drawn here, each contender is
+fitted at its defaults with ``n_clusters=k`` and ``random_state=SEED``, as a new user would:
+
+- ``KMeans(n_init=1)``: the anchor. Its k-means++ seeds are the ones ``SoftKMeans()`` and
+  ``EntmaxKMeans()`` draw for the same ``random_state``, so the three start alike;
+- ``GaussianMixture(covariance_type="spherical")``;
+- ``SoftKMeans()`` and ``EntmaxKMeans()``.
+
+The table gives each contender's median fit time over that of ``KMeans(n_init=1)``
+(contenders alternate within each repeat, all in one process), its ``n_iter_``, any
+``ConvergenceWarning``, and its distortion ``J`` over KMeans'. ``--dask`` adds the fit of a
+dask array (2e6 x 16 in chunks of 2e5, k = 20) beside dask-ml's ``KMeans`` (a benchmark-only
+dependency: ``pip install dask-ml``).
+
+Run from the repository root::
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \
+        python benchmarks/fit_cost.py --out fit_cost
+
+One thread everywhere keeps the ratios meaningful on a shared machine; the header records the
+threads and BLAS kernel that ran. ``--out DIR`` writes ``fit_cost.md`` and ``fit_cost.json``;
+``--quick`` shrinks the data (for tests); ``--datasets`` picks some.
+"""
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from sklearn import datasets as skdata
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+from sklearn.preprocessing import StandardScaler
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import quality  # noqa: E402
+
+from softkmeans import EntmaxKMeans, SoftKMeans  # noqa: E402
+
+#: name -> function(quick) -> quality.Dataset: the quality battery, then the five of this page.
+DATASETS = dict(quality.DATASETS)
+
+
+def dataset(func):
+    DATASETS[func.__name__] = func
+    return func
+
+
+@dataset
+def blobs30(quick):
+    X, y = skdata.make_blobs(10000 if quick else 100000, n_features=16, centers=30,
+                             cluster_std=1.0, random_state=0)
+    return quality.Dataset(X, y, 30, "make_blobs(100000, 16, centers=30, std 1)")
+
+
+@dataset
+def blobs10_wide(quick):
+    X, y = skdata.make_blobs(2000 if quick else 20000, n_features=32, centers=10,
+                             cluster_std=6.0, random_state=0)
+    return quality.Dataset(X, y, 10, "make_blobs(20000, 32, centers=10, std 6)")
+
+
+@dataset
+def china(quick):
+    image = skdata.load_sample_image("china.jpg")
+    pixels = image.reshape(-1, 3).astype(np.float64) / 255.0
+    rows = np.random.RandomState(0).choice(pixels.shape[0], 5000 if quick else 50000,
+                                           replace=False)
+    return quality.Dataset(pixels[rows], None, 64, "china.jpg, 50,000 pixels / 255")
+
+
+@dataset
+def uniform8(quick):
+    X = np.random.RandomState(0).uniform(size=(5000 if quick else 50000, 8))
+    return quality.Dataset(X, None, 20, "uniform in [0, 1]^8")
+
+
+@dataset
+def overlap100(quick):
+    """float32 draws from 100 unit Gaussians whose means are uniform in [-1.5, 1.5]^32."""
+    rng = np.random.RandomState(0)
+    means = rng.uniform(-1.5, 1.5, size=(100, 32))
+    y = rng.randint(100, size=2000 if quick else 20000)
+    X = (means[y] + rng.normal(size=(y.size, 32))).astype(np.float32)
+    return quality.Dataset(X, None, 10, "100 overlapping unit Gaussians in d = 32, float32")
+
+
+CONTENDERS = {
+    "KMeans(n_init=1)": lambda k, seed: KMeans(k, n_init=1, random_state=seed),
+    "GMM spherical": lambda k, seed: GaussianMixture(k, covariance_type="spherical",
+                                                     random_state=seed),
+    "SoftKMeans()": lambda k, seed: SoftKMeans(k, random_state=seed),
+    "EntmaxKMeans()": lambda k, seed: EntmaxKMeans(k, random_state=seed),
+}
+ANCHOR = "KMeans(n_init=1)"
+
+
+def fit_once(make, X):
+    """(fitted model, seconds, whether a ConvergenceWarning was raised)."""
+    model = make()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        model.fit(X)
+        seconds = time.perf_counter() - start
+    return model, seconds, any(issubclass(w.category, ConvergenceWarning) for w in caught)
+
+
+def run_dataset(name, data, args):
+    X, k = data.X, data.k
+    times = {label: [] for label in CONTENDERS}
+    first = {}
+    repeats = 0
+    while repeats < args.repeats and (repeats == 0 or sum(times[ANCHOR]) * 4 < args.budget):
+        for label, make in CONTENDERS.items():  # alternate the contenders in every repeat
+            model, seconds, warned = fit_once(lambda make=make: make(k, args.seed), X)
+            times[label].append(seconds)
+            first.setdefault(label, (model, warned))
+        repeats += 1
+    anchor_j = quality.distortion(X, first[ANCHOR][0].cluster_centers_)
+    anchor_time = float(np.median(times[ANCHOR]))
+    result = {"name": name, "n": X.shape[0], "d": X.shape[1], "k": k, "dtype": str(X.dtype),
+              "description": data.description, "repeats": repeats, "contenders": {}}
+    for label, (model, warned) in first.items():
+        seconds = float(np.median(times[label]))
+        result["contenders"][label] = {
+            "seconds": seconds, "time_ratio": seconds / anchor_time,
+            "n_iter": int(np.max(model.n_iter_)), "convergence_warning": warned,
+            "J_ratio": quality.distortion(X, quality.centers_of(model)) / anchor_j}
+    return result
+
+
+def dask_comparison(args):
+    """SoftKMeans and EntmaxKMeans on a dask array beside dask-ml's KMeans."""
+    import dask.array as da
+    from dask_ml.cluster import KMeans as DaskKMeans
+
+    n, chunk = (200_000, 20_000) if args.quick else (2_000_000, 200_000)
+    X, _ = skdata.make_blobs(n, n_features=16, centers=20, cluster_std=3.0, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    Xd = da.from_array(X, chunks=(chunk, 16)).persist()
+    rows = []
+    for label, make in (
+            ("dask-ml KMeans", lambda: DaskKMeans(20, random_state=args.seed)),
+            ("SoftKMeans()", lambda: SoftKMeans(20, random_state=args.seed)),
+            ("EntmaxKMeans()", lambda: EntmaxKMeans(20, random_state=args.seed))):
+        model, seconds, warned = fit_once(make, Xd)
+        rows.append({"contender": label, "seconds": seconds, "n_iter": int(model.n_iter_),
+                     "J": quality.distortion(X, np.asarray(model.cluster_centers_)),
+                     "convergence_warning": warned})
+    base = rows[0]
+    for row in rows:
+        row["time_ratio"] = row["seconds"] / base["seconds"]
+        row["iter_ratio"] = row["n_iter"] / base["n_iter"]
+        row["J_ratio"] = row["J"] / base["J"]
+    return {"n": n, "chunk": chunk, "rows": rows}
+
+
+def report(results, dask_rows, header):
+    names = list(CONTENDERS)
+    lines = ["# Whole-fit cost of the defaults", "", *header, "",
+             f"Time over `{ANCHOR}` (median over repeats), `n_iter_`, and J over KMeans' "
+             "(`!` marks a ConvergenceWarning).", ""]
+    head = ["dataset", f"{ANCHOR} s", *(f"{c}" for c in names)]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        cells = [f"{r['name']} ({r['n']} x {r['d']}, k={r['k']})",
+                 f"{r['contenders'][ANCHOR]['seconds']:.4f}"]
+        for c in names:
+            e = r["contenders"][c]
+            mark = "!" if e["convergence_warning"] else ""
+            cells.append(f"{e['time_ratio']:.2f}x, {e['n_iter']}{mark}, J {e['J_ratio']:.4f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    ratios = {c: [r["contenders"][c]["time_ratio"] for r in results] for c in names}
+    lines.append("| **median / max** | | " + " | ".join(
+        f"{np.median(ratios[c]):.2f}x / {np.max(ratios[c]):.2f}x" for c in names) + " |")
+    if dask_rows:
+        lines += ["", f"## Dask array ({dask_rows['n']} x 16, chunks of {dask_rows['chunk']}, "
+                  "k = 20)", "", "| contender | seconds | time / dask-ml | n_iter_ | "
+                  "iterations / dask-ml | J / dask-ml's |", "|---|---|---|---|---|---|"]
+        for row in dask_rows["rows"]:
+            lines.append(f"| {row['contender']} | {row['seconds']:.2f} | "
+                         f"{row['time_ratio']:.2f} | {row['n_iter']} | {row['iter_ratio']:.2f} "
+                         f"| {row['J_ratio']:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small data (for tests)")
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=5, help="fits per contender, at most")
+    parser.add_argument("--budget", type=float, default=10.0,
+                        help="seconds of anchor fits after which repeats stop")
+    parser.add_argument("--dask", action="store_true", help="add the dask-ml comparison")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)
+    header = quality.provenance(args)
+    header[0] = f"- command: `python benchmarks/fit_cost.py {' '.join(args.argv)}`"
+    quality.warm_up()
+    results = []
+    for name in args.datasets or DATASETS:
+        results.append(run_dataset(name, DATASETS[name](args.quick), args))
+        print(report(results[-1:], None, []).splitlines()[-2], flush=True)
+    dask_rows = dask_comparison(args) if args.dask else None
+    text = report(results, dask_rows, header)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "fit_cost.md").write_text(text)
+        (args.out / "fit_cost.json").write_text(json.dumps(
+            {"results": results, "dask": dask_rows, "header": header}, indent=1))
+    return results, dask_rows
+
+
+if __name__ == "__main__":
+    main()
