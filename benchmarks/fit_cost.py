@@ -20,7 +20,8 @@ Run from the repository root::
         python benchmarks/fit_cost.py --out fit_cost
 
 One thread everywhere keeps the ratios meaningful on a shared machine; the header records the
-threads and BLAS kernel that ran. ``--out DIR`` writes ``fit_cost.md`` and ``fit_cost.json``;
+threads and BLAS kernel that ran. ``--out DIR`` writes ``fit_cost.md``, ``fit_cost.rst`` (the
+same for the docs' performance page) and ``fit_cost.json``;
 ``--quick`` shrinks the data (for tests); ``--datasets`` picks some.
 """
 
@@ -219,6 +220,7 @@ def main(argv=None):
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "fit_cost.md").write_text(text)
+        (args.out / "fit_cost.rst").write_text(quality.to_rst(text))
         (args.out / "fit_cost.json").write_text(json.dumps(
             {"results": results, "dask": dask_rows, "header": header}, indent=1))
     return results, dask_rows

@@ -222,3 +222,23 @@ def test_scaling_benchmark_reads_the_file_by_blocks(tmp_path):
     X = scaling.file_blocks(path, rows=400)
     assert X.chunks[0] == (400, 400, 200)
     np.testing.assert_array_equal(X.compute(), np.load(path))
+
+
+def test_fit_cost_quick_run_writes_its_table(tmp_path, capsys):
+    fit_cost = _script("fit_cost")
+    names = ["iris", "uniform8"]
+    results, dask_rows = fit_cost.main(["--quick", "--datasets", *names, "--repeats", "1",
+                                        "--out", str(tmp_path)])
+    assert dask_rows is None and [r["name"] for r in results] == names
+    text = (tmp_path / "fit_cost.md").read_text()
+    assert text in capsys.readouterr().out and "**median / max**" in text
+    assert ".. list-table::" in (tmp_path / "fit_cost.rst").read_text()
+    for result in results:
+        anchor = result["contenders"]["KMeans(n_init=1)"]
+        assert anchor["time_ratio"] == 1.0 and anchor["J_ratio"] == 1.0
+        for name in ("SoftKMeans()", "EntmaxKMeans()"):
+            entry = result["contenders"][name]
+            assert not entry["convergence_warning"] and entry["n_iter"] >= 1
+            assert 0.9 < entry["J_ratio"] < 1.1
+    saved = json.loads((tmp_path / "fit_cost.json").read_text())
+    assert [r["name"] for r in saved["results"]] == names
