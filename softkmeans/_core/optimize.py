@@ -436,9 +436,9 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
         new_stats = None
         if (rule.accelerate and before is not None and not small and n_iter < max_iter
-                and stats.gap > _SMOOTH_GAP * stats.inertia):
-            # three successive plain iterates: extrapolate, keep the point if it scores no
-            # worse than ``centers`` (the plain update would have)
+                and stats.gap > _SMOOTH_GAP * stats.inertia and bool(np.all(stats.masses > 0))):
+            # three successive plain iterates (no centroid reseeded or kept without mass):
+            # extrapolate, keep the point if it scores no worse than ``centers``
             jump = _stored(squarem_point(before, centers, new), dtype)
             jump_stats = engine.estep(jump, spec)
             if (_per_sample_score(jump_stats, spec, d)
