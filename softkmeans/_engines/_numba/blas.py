@@ -10,6 +10,7 @@ from contextlib import contextmanager
 __all__ = ["blas_at_one_thread", "blas_controller"]
 
 _controller = None  # threadpoolctl's controller, made on first use
+_libraries = None  # its BLAS libraries' controllers, listed on first use
 _blas_lock = threading.Lock()
 _blas_owner = None  # the thread whose pass holds the limit
 _blas_found = None  # the thread counts to restore, until a restore has completed
@@ -27,7 +28,11 @@ def blas_controller():
 
 
 def _blas_libraries():
-    return blas_controller().select(user_api="blas").lib_controllers
+    """The BLAS libraries of :func:`blas_controller` (listed once, as the controller is)."""
+    global _libraries
+    if _libraries is None:
+        _libraries = blas_controller().select(user_api="blas").lib_controllers
+    return _libraries
 
 
 @contextmanager
@@ -50,13 +55,15 @@ def blas_at_one_thread():
             if _blas_found is None:
                 _blas_found = [lib.num_threads for lib in libraries]
             _blas_owner = me
-            for lib in libraries:
-                lib.set_num_threads(1)
+            for lib, count in zip(libraries, _blas_found, strict=True):
+                if count != 1:
+                    lib.set_num_threads(1)
     try:
         yield
     finally:
         if owned:
             with _blas_lock:
                 for lib, count in zip(_blas_libraries(), _blas_found, strict=True):
-                    lib.set_num_threads(count)
+                    if count != 1:
+                        lib.set_num_threads(count)
                 _blas_owner, _blas_found = None, None

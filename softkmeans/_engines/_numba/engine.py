@@ -133,7 +133,7 @@ class NumbaEngine:
     sample_weight : ndarray of shape (n_samples,), default=None
         Non-negative weights; ones when None.
     n_threads : int, default=None
-        Threads of a pass; None follows the OpenMP limit in effect.
+        Threads of a pass; None follows the OpenMP limit in effect when the engine is made.
 
     Examples
     --------
@@ -158,6 +158,7 @@ class NumbaEngine:
             X = read_only(np.ascontiguousarray(X))
         self.X = X
         self.n_threads = n_threads
+        self._threads = effective_n_threads(n_threads)  # the limit in effect when made
         self.sample_weight = read_only(
             np.ones(X.shape[0]) if sample_weight is None
             else np.asarray(sample_weight, dtype=np.float64)
@@ -178,7 +179,7 @@ class NumbaEngine:
         if sp.issparse(X):
             return row_sq_norms(X, shift)
         x_sq = np.empty(X.shape[0])
-        n_threads = min(effective_n_threads(self.n_threads), 1 + X.size // WORK_PER_THREAD)
+        n_threads = min(self._threads, 1 + X.size // WORK_PER_THREAD)
         run_in_threads(dense_row_sq_norms, n_threads, n_threads, X,
                        _NO_SHIFT if shift is None else shift, x_sq, n_threads)
         return x_sq
@@ -261,7 +262,7 @@ class NumbaEngine:
         dmin = np.empty(n)
         k, n_features = centers.shape
         n_slots, slot_chunks, rows = self._slots(k, n_features)
-        n_threads = min(effective_n_threads(self.n_threads),
+        n_threads = min(self._threads,
                         1 + self._work(centers) // WORK_PER_THREAD)
         sums, masses, scalars = _accumulators(n_slots, k, n_features)
         accumulators = SlotSums(sums, masses, scalars)
