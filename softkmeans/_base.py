@@ -9,6 +9,7 @@ and :mod:`softkmeans._engines`.
 """
 
 import dataclasses
+import functools
 import sys
 import warnings
 from abc import abstractmethod
@@ -92,6 +93,25 @@ def _at_stored_precision(run, dtype, engine):
     return dataclasses.replace(run, centers=rounded, stats=engine.estep(rounded, spec))
 
 
+def _unchanged_on_failure(method):
+    """Run ``method`` so that an exception (or an interrupt) leaves the estimator as it was.
+
+    A fit sets attributes as it goes (``n_features_in_`` at validation, the
+    temperature at preparation); one that fails restores the state it found:
+    unfitted, or fitted by the last successful call.
+    """
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        state = dict(self.__dict__)
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise
+    return guarded
+
+
 class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
                      BaseEstimator):
     """Shared machinery of the soft K-Means estimators (not for direct use)."""
@@ -161,15 +181,19 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                               dtype=[np.float64, np.float32], order="C")
         return canonical_csr(X)
 
-    def _check_params_vs_input(self, X, sample_weight):
-        """Data-dependent checks that ``_parameter_constraints`` cannot express."""
+    def _check_params_vs_input(self, X, sample_weight, draws_from_X=True):
+        """Data-dependent checks that ``_parameter_constraints`` cannot express.
+
+        ``draws_from_X=False`` (the first batch of a stream with an array ``init``)
+        drops the requirement of ``n_clusters`` samples of positive weight.
+        """
         n_samples = X.shape[0]
-        if n_samples < self.n_clusters:
+        if draws_from_X and n_samples < self.n_clusters:
             raise ValueError(
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
             )
         n_positive = int(np.count_nonzero(sample_weight > 0))
-        if n_positive < self.n_clusters:
+        if draws_from_X and n_positive < self.n_clusters:
             raise ValueError(
                 f"Only {n_positive} samples have a positive sample_weight, fewer than "
                 f"n_clusters={self.n_clusters}."
@@ -245,6 +269,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         )
         return np.vstack([engine.row(i) for i in rows])
 
+    @_unchanged_on_failure
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering.
 
@@ -265,7 +290,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         Returns
         -------
         self : object
-            The fitted estimator.
+            The fitted estimator. A fit that raises leaves the estimator as it
+            was before the call.
         """
         self._validate_params()
         if is_dask_collection(X):
@@ -327,6 +353,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self._critical_source = engine if self._critical_sigma is None else None
         self._bounds, self._bounds_source = None, (engine, run)
         self._stream = None
+        self.__dict__.pop("n_steps_", None)  # of a stream that this fit replaces
         if self.record_path:
             self.path_ = [stage.as_dict() for stage in run.stages]
 
@@ -627,6 +654,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
 
     def _store_run(self, run, dtype, engine):
         super()._store_run(run, dtype, engine)
+        self._fitted_parameters = self._model_parameters()
         # One centroid, or data on one point: the mean is the answer at every temperature.
         collapse_matters = self._resolved_spec.kind == "softmax" and self.n_clusters > 1
         # lambda_max is read only where its lower bound from the last pass leaves a doubt
@@ -642,6 +670,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
                 CriticalTemperatureWarning,
             )
 
+    @_unchanged_on_failure
     def partial_fit(self, X, y=None, sample_weight=None):
         """Update the centroids with one batch of a stream (online alternating minimization).
 
@@ -662,12 +691,18 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         ``empty_cluster="reseed"`` moves it onto the batch's observation farthest
         from its nearest centroid instead (its statistics stay zero until a batch
         reaches it). The first call initializes from its batch (``init``; one
-        start, so it needs at least ``n_clusters`` samples for a drawn ``init``); a
-        model fitted by :meth:`fit` continues from its centroids. The update is
-        the alternating one whatever ``algorithm`` says; ``max_iter``, ``tol`` and
-        ``n_init`` do not apply, and the attributes :meth:`fit` derives from the
-        whole training set (``labels_``, ``margins_``, ``bounds_``, ...) are
-        removed.
+        start, so it needs at least ``n_clusters`` samples of positive weight
+        unless ``init`` is an array); a model fitted by :meth:`fit` continues from
+        its centroids. The update is the alternating one whatever ``algorithm``
+        says; ``max_iter``, ``tol`` and ``n_init`` do not apply, and the attributes
+        :meth:`fit` derives from the whole training set (``labels_``,
+        ``margins_``, ``bounds_``, ...) are removed. The parameters that define
+        the model (``n_clusters``, ``sigma`` and entmax's ``alpha``) are those the
+        stream started with: changing one with ``set_params`` before the next
+        call raises ``ValueError`` (call :meth:`fit`, or start a new stream on
+        ``sklearn.base.clone(model)``); ``decay``, ``backend`` and ``n_threads``
+        apply from the next batch. A call that raises leaves the estimator as it
+        was.
 
         Parameters
         ----------
@@ -697,12 +732,15 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         """
         self._validate_params()
         first = not hasattr(self, "cluster_centers_")
+        if not first:
+            self._check_stream_parameters()
         X = self._validate_X(X, reset=first)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                              ensure_non_negative=True)
         stream = None if first else getattr(self, "_stream", None)
         if first:
-            self._check_params_vs_input(X, sample_weight)
+            self._check_params_vs_input(X, sample_weight,
+                                        draws_from_X=not _is_array_init(self.init))
             engine = get_engine(self.backend, X, sample_weight, self.n_threads)
             centers = self._init_centers(X, engine, check_random_state(self.random_state))
             self._prepare(engine, centers)
@@ -718,6 +756,26 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         self._store_stream(dtype, X)
         return self
 
+    #: The parameters that a stream keeps from its start (see :meth:`partial_fit`).
+    _stream_defining = ("n_clusters", "sigma")
+
+    def _model_parameters(self):
+        return {name: getattr(self, name) for name in self._stream_defining}
+
+    def _check_stream_parameters(self):
+        """``ValueError`` if ``set_params`` changed a parameter that the fitted model keeps."""
+        started = getattr(self, "_fitted_parameters", None)
+        if started is None:
+            return
+        for name, value in self._model_parameters().items():
+            if value != started[name]:
+                raise ValueError(
+                    f"{name}={value!r} was set after the model was fitted with "
+                    f"{name}={started[name]!r}: partial_fit continues the fitted model and "
+                    "keeps its parameters. Call fit to start again with the new ones, or "
+                    "partial_fit on sklearn.base.clone(model) for a new stream."
+                )
+
     def _store_stream(self, dtype, X):
         """The fitted attributes of the stream's state; those of a whole fit go."""
         for name in _FIT_ONLY_ATTRIBUTES:
@@ -728,6 +786,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         self._final_spec = stream.spec
         self.n_steps_ = stream.n_steps
         self._n_features_out = self.n_clusters
+        self._fitted_parameters = self._model_parameters()
         self._bounds, self._bounds_source = None, None
 
 

@@ -91,6 +91,8 @@ n_steps_
         self.alpha = alpha
         self.empty_cluster = empty_cluster
 
+    _stream_defining = ("n_clusters", "sigma", "alpha")
+
     def _spec(self, sigma):
         return RelaxationSpec("entmax", sigma, float(self.alpha))
 

@@ -256,3 +256,35 @@ def test_cupy_blocks_fit_as_numpy_blocks(data, name):
     labels = model.predict(on_gpu)
     assert isinstance(labels, da.Array)
     np.testing.assert_array_equal(cupy.asnumpy(labels.compute()), host.predict(X))
+
+
+def _raising_block(block):
+    raise RuntimeError("a task of the collection failed")
+
+
+@pytest.mark.parametrize("fault", ["nan", "task"])
+def test_a_failed_fit_leaves_the_estimator_as_it_was(data, fault):
+    """Unfitted stays unfitted (NotFittedError, not an AttributeError); fitted keeps its fit."""
+    from sklearn.exceptions import NotFittedError
+
+    X, _, init = data
+    if fault == "nan":
+        bad = X.copy()
+        bad[700, 1] = np.nan
+        bad = _chunked(bad, 500)
+    else:
+        bad = _chunked(X, 500)
+        bad = da.concatenate([bad[:1000], bad[1000:].map_blocks(_raising_block, dtype=X.dtype)])
+    model = SoftKMeans(4, init=init)
+    with pytest.raises((ValueError, RuntimeError)):
+        model.fit(bad)
+    assert not [name for name in vars(model) if name.endswith("_")]
+    with pytest.raises(NotFittedError):
+        model.predict(X)
+    model.fit(X)
+    state = {name: value for name, value in vars(model).items() if name.endswith("_")}
+    with pytest.raises((ValueError, RuntimeError)):
+        model.fit(bad)
+    assert set(vars(model)) >= set(state)
+    for name, value in state.items():
+        assert getattr(model, name) is value, name

@@ -125,3 +125,72 @@ def test_bad_batches_are_refused():
 
 def test_annealing_has_no_partial_fit():
     assert not hasattr(AnnealedKMeans(), "partial_fit")
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_a_failed_call_leaves_the_estimator_as_it_was(Estimator):
+    from sklearn.exceptions import NotFittedError
+
+    X, _, _ = make_mixture(n_per=5, k=3, seed=8)
+    model = Estimator(3)
+    for bad in (X[:2], np.vstack([X, [[np.nan, 0.0]]])):
+        with pytest.raises(ValueError):
+            model.partial_fit(bad)
+        assert vars(model) == vars(Estimator(3))
+        with pytest.raises(NotFittedError):
+            model.predict(X)
+        with pytest.raises(ValueError):
+            model.fit(bad)
+        assert vars(model) == vars(Estimator(3))
+    model.partial_fit(X)
+    centers, steps = model.cluster_centers_, model.n_steps_
+    with pytest.raises(ValueError, match="features"):
+        model.partial_fit(np.ones((4, 3)))
+    assert model.cluster_centers_ is centers and model.n_steps_ == steps
+
+
+@pytest.mark.parametrize("name, value", [("n_clusters", 5), ("sigma", 0.3), ("alpha", 2.0)])
+@pytest.mark.parametrize("start", ["partial_fit", "fit"])
+def test_set_params_between_calls_cannot_change_the_model(name, value, start):
+    X, _, _ = make_mixture(n_per=20, k=3, seed=9)
+    model = EntmaxKMeans(3, sigma=0.5, random_state=0)
+    getattr(model, start)(X)
+    centers = model.cluster_centers_
+    model.set_params(**{name: value})
+    with pytest.raises(ValueError, match=f"{name}={value!r} was set after the model was fitted"):
+        model.partial_fit(X)
+    assert model.cluster_centers_ is centers
+    model.fit(X)  # a fit starts again with the new value
+    assert model.cluster_centers_.shape[0] == model.n_clusters
+    model.partial_fit(X)
+
+
+def test_decay_changes_between_calls_apply_to_the_next_batch():
+    X, _, means = make_mixture(n_per=20, k=3, seed=10)
+    a = SoftKMeans(3, sigma=0.5, init=means).partial_fit(X[:30])
+    b = SoftKMeans(3, sigma=0.5, init=means, decay=0.5).partial_fit(X[:30])
+    a.set_params(decay=0.5).partial_fit(X[30:])
+    b.partial_fit(X[30:])
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_an_array_init_starts_a_stream_on_any_batch(Estimator):
+    X, _, means = make_mixture(n_per=20, k=3, seed=11)
+    model = Estimator(3, sigma=0.5, init=means).partial_fit(X[:1])
+    assert model.n_steps_ == 1 and np.isfinite(model.cluster_centers_).all()
+    with pytest.raises(ValueError, match="n_samples=1 should be >= n_clusters=3"):
+        Estimator(3, sigma=0.5).partial_fit(X[:1])  # a drawn init needs k rows
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_fit_after_partial_fit_drops_the_stream(Estimator):
+    X, _, means = make_mixture(n_per=20, k=3, seed=12)
+    model = Estimator(3, sigma=0.5, init=means).partial_fit(X).partial_fit(X)
+    assert model.n_steps_ == 2
+    model.fit(X)
+    assert not hasattr(model, "n_steps_")
+    assert Estimator(3, sigma=0.5, init=means).fit(X).cluster_centers_.tolist() == \
+        model.cluster_centers_.tolist()
+    model.partial_fit(X)
+    assert model.n_steps_ == 1

@@ -349,3 +349,16 @@ def test_transform_and_predict_proba_allocate_their_output_only(Estimator, metho
         np.testing.assert_allclose(out[:50], distances, rtol=1e-5 if dtype == np.float32 else 1e-9)
     else:
         np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("Estimator", INIT_ESTIMATORS)
+def test_a_fit_that_fails_leaves_the_previous_fit(Estimator):
+    X, _, _ = make_mixture(n_per=10, k=3, seed=4)
+    model = Estimator(3, random_state=0)
+    with pytest.raises(ValueError, match="n_samples=2"):
+        model.fit(X[:2])
+    assert vars(model) == vars(Estimator(3, random_state=0))
+    centers = model.fit(X).cluster_centers_
+    with pytest.raises(ValueError, match="n_samples=2"):
+        model.fit(X[:2])
+    assert model.cluster_centers_ is centers and model.n_features_in_ == X.shape[1]
