@@ -1,4 +1,4 @@
-"""Streaming: does a mini-batch fit pay off, and how often do centroids starve?
+"""Streaming: does a mini-batch fit pay off, and are abandoned centroids moved?
 
 ``minibatch``: on a float32 mixture (``k`` components of unit deviation), from
 the same starting centroids (``k`` evenly spaced rows), the time and the final
@@ -9,17 +9,22 @@ size, 1 and 3 epochs, no early stop).
 
 ``dead``: on a mixture whose component sizes follow Zipf's law (many small
 clusters), a stream of batches from k-means++ (or uniformly drawn) seeds on the
-first batch:
-how many centres ``MiniBatchKMeans.partial_fit`` reassigns (its rule: a
-centre whose count is below 1% of the largest), how many centroids of
-``SoftKMeans.partial_fit`` end below that same 1% of running mass, in how
-many batches some softmax centroid got exactly no mass, and how many centroids
-``EntmaxKMeans.partial_fit`` (``empty_cluster="reseed"``) reseeded.
+first batch: how many centres ``MiniBatchKMeans.partial_fit`` reassigns (its
+rule: a centre whose count is below 1% of the largest), how many centroids of
+``SoftKMeans.partial_fit`` end below that same 1% of running mass, in how many
+batches some softmax centroid got exactly no mass, how many centroids our
+estimators moved (``n_reassigned_``), and ``J`` against ``MiniBatchKMeans``'.
 
-Run from the repository root, under the heavy lock::
+``drift``: a stream in which half of the component means jump elsewhere after
+half of the rows; ``J`` on the second half's distribution at the end of the
+stream, against ``MiniBatchKMeans``', for ``decay`` 1 and 0.9.
 
-    python benchmarks/streaming.py minibatch --n 1000000
+``--reassignment-ratio 0`` turns the relocation of abandoned centroids off in
+our estimators (the behaviour before it existed). Run from the repository root::
+
+    python benchmarks/streaming.py minibatch --n 300000
     python benchmarks/streaming.py dead --n 200000 --init random
+    python benchmarks/streaming.py drift --n 200000
 """
 
 import argparse
@@ -68,13 +73,14 @@ def _batches(n, batch_size, epochs, seed=0):
 def minibatch(args):
     X = mixture(args.n, args.d, args.k)
     init = X[:: len(X) // args.k][: args.k].copy()
+    ours = {"reassignment_ratio": args.reassignment_ratio, "random_state": args.seed}
     cases = {
         "KMeans": lambda: KMeans(args.k, init=init, n_init=1).fit(X),
-        "SoftKMeans.fit": lambda: SoftKMeans(args.k, init=init).fit(X),
+        "SoftKMeans.fit": lambda: SoftKMeans(args.k, init=init, **ours).fit(X),
     }
     for epochs in (1, 3):
         cases[f"SoftKMeans.partial_fit x{epochs}"] = lambda e=epochs: _stream(
-            SoftKMeans(args.k, init=init), X, _batches(len(X), args.batch_size, e))
+            SoftKMeans(args.k, init=init, **ours), X, _batches(len(X), args.batch_size, e))
         cases[f"MiniBatchKMeans x{epochs}"] = lambda e=epochs: MiniBatchKMeans(
             args.k, init=init, n_init=1, batch_size=args.batch_size, max_iter=e,
             max_no_improvement=None, tol=0).fit(X)
@@ -114,7 +120,8 @@ def dead(args):
             mbk.partial_fit(X[rows])
     reassigned = sum(int(line.split()[2]) for line in printed.getvalue().splitlines()
                      if "Reassigning" in line)
-    soft, starved_batches = SoftKMeans(args.k, init=seeds), 0
+    ours = {"reassignment_ratio": args.reassignment_ratio, "random_state": args.seed}
+    soft, starved_batches = SoftKMeans(args.k, init=seeds, **ours), 0
     for rows in batches:
         if hasattr(soft, "_stream"):  # the batch's own masses at the centroids it meets
             masses = get_engine("auto", X[rows]).estep(soft._stream.centers,
@@ -122,23 +129,58 @@ def dead(args):
             starved_batches += bool(np.any(masses == 0))
         soft.partial_fit(X[rows])
     masses = soft._stream.masses
-    entmax = _stream(EntmaxKMeans(args.k, init=seeds), X, batches)
+    entmax = _stream(EntmaxKMeans(args.k, init=seeds, **ours), X, batches)
     print(f"n={args.n} d={args.d} k={args.k}, Zipf sizes, {len(batches)} batches of "
           f"{args.batch_size}, init={args.init} on the first batch")
     print(f"MiniBatchKMeans centres reassigned:                 {reassigned}")
     print(f"SoftKMeans centroids below 1% of the largest mass:  "
           f"{int(np.count_nonzero(masses < 0.01 * masses.max()))}")
     print(f"SoftKMeans batches giving a centroid exactly 0 mass: {starved_batches}")
-    print(f"EntmaxKMeans centroids reseeded:                    {entmax._stream.n_reseeded}")
+    print(f"SoftKMeans centroids moved:                         {soft.n_reassigned_}")
+    print(f"EntmaxKMeans centroids reseeded or moved:           {entmax.n_reassigned_}")
     print(f"J / J_MiniBatchKMeans: SoftKMeans "
           f"{distortion(X, soft.cluster_centers_) / distortion(X, mbk.cluster_centers_):.4f}, "
           f"EntmaxKMeans "
           f"{distortion(X, entmax.cluster_centers_) / distortion(X, mbk.cluster_centers_):.4f}")
 
 
+def drift(args):
+    """A stream whose components move: after half of it, half of the means jump elsewhere."""
+    rng = np.random.default_rng(args.seed)
+    k, d, half = args.k, args.d, args.n // 2
+    means = rng.uniform(-10, 10, size=(k, d))
+    moved = means.copy()
+    moved[: k // 2] = rng.uniform(-10, 10, size=(k // 2, d))
+    labels = rng.choice(k, size=args.n)
+    noise = rng.standard_normal((args.n, d))
+    X = np.where(np.arange(args.n)[:, None] < half, means[labels], moved[labels]) + noise
+    X = X.astype(np.float32)
+    late = X[half:]  # the distribution at the end of the stream
+    seeds, _ = kmeans_plusplus(X[: args.batch_size], k, random_state=args.seed)
+    order = [np.arange(a, min(a + args.batch_size, args.n))
+             for a in range(0, args.n, args.batch_size)]
+    mbk = MiniBatchKMeans(k, init=seeds, n_init=1, batch_size=args.batch_size)
+    contenders = {"MiniBatchKMeans": mbk}
+    for decay in (1.0, 0.9):
+        ours = {"decay": decay, "reassignment_ratio": args.reassignment_ratio,
+                "random_state": args.seed}
+        contenders[f"SoftKMeans decay={decay}"] = SoftKMeans(k, init=seeds, **ours)
+        contenders[f"EntmaxKMeans decay={decay}"] = EntmaxKMeans(k, init=seeds, **ours)
+    for rows in order:
+        for model in contenders.values():
+            model.partial_fit(X[rows])
+    anchor = distortion(late, mbk.cluster_centers_)
+    print(f"n={args.n} d={d} k={k}, {k // 2} of the means move after {half} rows, "
+          f"batches of {args.batch_size}; J on the second half's distribution")
+    print(f"{'':<28}{'J / J_MiniBatchKMeans':>22}{'moved':>7}")
+    for name, model in contenders.items():
+        moves = getattr(model, "n_reassigned_", "")
+        print(f"{name:<28}{distortion(late, model.cluster_centers_) / anchor:>22.4f}{moves:>7}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", choices=["minibatch", "dead"])
+    parser.add_argument("case", choices=["minibatch", "dead", "drift"])
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--d", type=int, default=32)
     parser.add_argument("--k", type=int, default=100)
@@ -147,8 +189,10 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init", choices=["k-means++", "random"], default="k-means++",
                         help="dead: the seeds, drawn from the first batch")
+    parser.add_argument("--reassignment-ratio", type=float, default=0.01,
+                        help="of SoftKMeans and EntmaxKMeans (0: no relocation)")
     args = parser.parse_args(argv)
-    (minibatch if args.case == "minibatch" else dead)(args)
+    {"minibatch": minibatch, "dead": dead, "drift": drift}[args.case](args)
 
 
 if __name__ == "__main__":

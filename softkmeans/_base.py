@@ -29,6 +29,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._core.optimize import StoppingRule
+from ._core.reassignment import Reassign
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.seeding import separate_coincident
 from ._core.streaming import start_stream, stream_step
@@ -598,20 +599,27 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         **BaseSoftKMeans._parameter_constraints,
         "sigma": [StrOptions({"auto"}), Interval(Real, SIGMA_MIN, SIGMA_MAX, closed="both")],
         "decay": [Interval(Real, 0, 1, closed="both")],
+        "reassignment_ratio": [Interval(Real, 0, 1, closed="both")],
     }
 
     def __init__(self, n_clusters=8, *, sigma="auto", init="k-means++", n_init="auto",
                  max_iter=300, tol=1e-4, random_state=None, backend="auto", n_threads=None,
-                 verbose=0, record_path=False, decay=1.0):
+                 verbose=0, record_path=False, decay=1.0, reassignment_ratio=0.01):
         super().__init__(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                          random_state=random_state, backend=backend, n_threads=n_threads,
                          verbose=verbose, record_path=record_path)
         self.sigma = sigma
         self.decay = decay
+        self.reassignment_ratio = reassignment_ratio
 
     def _empty_rule(self):
         """What an update does with a centroid without mass: "keep" or "reseed"."""
         return "keep"
+
+    def _reassign(self, rng):
+        """The relocation of abandoned centroids of one run (None when turned off)."""
+        ratio = float(self.reassignment_ratio)
+        return Reassign(ratio, rng) if ratio > 0 else None
 
     def _stopping_rule(self):
         """The :class:`~softkmeans._core.optimize.StoppingRule` of the runs (``tol``)."""
@@ -655,6 +663,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
     def _store_run(self, run, dtype, engine):
         super()._store_run(run, dtype, engine)
         self._fitted_parameters = self._model_parameters()
+        self.n_reassigned_ = run.n_reassigned
         # One centroid, or data on one point: the mean is the answer at every temperature.
         collapse_matters = self._resolved_spec.kind == "softmax" and self.n_clusters > 1
         # lambda_max is read only where its lower bound from the last pass leaves a doubt
@@ -738,21 +747,25 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                              ensure_non_negative=True)
         stream = None if first else getattr(self, "_stream", None)
+        rng = check_random_state(self.random_state)
         if first:
             self._check_params_vs_input(X, sample_weight,
                                         draws_from_X=not _is_array_init(self.init))
             engine = get_engine(self.backend, X, sample_weight, self.n_threads)
-            centers = self._init_centers(X, engine, check_random_state(self.random_state))
+            centers = self._init_centers(X, engine, rng)
             self._prepare(engine, centers)
-            stream = start_stream(centers, self._resolved_spec, engine.distance_shift)
+            stream = start_stream(centers, self._resolved_spec, engine.distance_shift,
+                                  seed=rng.randint(np.iinfo(np.int32).max))
         else:
             engine = get_engine(self.backend, X, sample_weight, self.n_threads,
                                 centers=self._centers64())
             if stream is None:  # fitted by fit: continue from its centroids
-                stream = start_stream(self._centers64(), self._final_spec, engine.distance_shift)
+                stream = start_stream(self._centers64(), self._final_spec, engine.distance_shift,
+                                      seed=rng.randint(np.iinfo(np.int32).max))
         dtype = X.dtype if first else self.cluster_centers_.dtype
         self._stream = stream_step(stream, engine, decay=self.decay, fit_sigma=self._sigma_shrink,
-                                   reseed=self._empty_rule() == "reseed")
+                                   reseed=self._empty_rule() == "reseed",
+                                   reassign=float(self.reassignment_ratio))
         self._store_stream(dtype, X)
         return self
 
@@ -785,6 +798,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         self.sigma_ = float(stream.spec.sigma)
         self._final_spec = stream.spec
         self.n_steps_ = stream.n_steps
+        self.n_reassigned_ = stream.n_reseeded
         self._n_features_out = self.n_clusters
         self._fitted_parameters = self._model_parameters()
         self._bounds, self._bounds_source = None, None

@@ -36,17 +36,20 @@ class EntmaxKMeans(FixedTemperatureKMeans):
     empty_cluster : {"reseed", "keep"}, default="reseed"
         A centroid that receives no mass moves onto the observation farthest
         from its centroid (as scikit-learn's ``KMeans`` relocates an empty
-        cluster), or stays in place (the objective still decreases). In
-        :meth:`partial_fit`: a centroid without running mass moves onto the
-        batch's observation farthest from its nearest centroid, or stays.
-    init, n_init, max_iter, tol, random_state, backend, n_threads, verbose, record_path, decay
-        As in :class:`SoftKMeans`.
+        cluster), or stays in place (the objective still decreases), at every
+        update. In :meth:`partial_fit`: a centroid without running mass moves
+        onto the batch's observation farthest from its nearest centroid, or
+        stays. ``reassignment_ratio`` may still move it once the run has
+        converged: set it to 0 to keep every centroid where the updates leave it.
+    init, n_init, max_iter, tol, random_state, backend, n_threads, verbose, record_path, decay, \
+reassignment_ratio
+        As in :class:`SoftKMeans` (the objective is ``F^alpha_sigma``).
 
     Attributes
     ----------
     cluster_centers_, labels_, inertia_, sigma_, n_iter_, converged_, margins_, \
 margin_min_, critical_sigma_, beta_, gap_, bounds_, n_features_in_, feature_names_in_, path_, \
-n_steps_
+n_steps_, n_reassigned_
         As in :class:`SoftKMeans`.
     identification_sigma_ : float
         ``sqrt((alpha - 1) margin_min_ / 2)``: the temperature below which the
@@ -83,11 +86,13 @@ n_steps_
 
     def __init__(self, n_clusters=8, *, sigma="auto", alpha=1.5, empty_cluster="reseed",
                  init="k-means++", n_init="auto", max_iter=300, tol=1e-4, random_state=None,
-                 backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0):
+                 backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0,
+                 reassignment_ratio=0.01):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
                          backend=backend, n_threads=n_threads, verbose=verbose,
-                         record_path=record_path, decay=decay)
+                         record_path=record_path, decay=decay,
+                         reassignment_ratio=reassignment_ratio)
         self.alpha = alpha
         self.empty_cluster = empty_cluster
 
@@ -103,4 +108,5 @@ n_steps_
         return alternating(engine, centers, self._resolved_spec, max_iter=self.max_iter,
                            tol=self._stopping_rule(), empty=self.empty_cluster,
                            record_path=self.record_path, verbose=self.verbose,
-                           fit_sigma=self._sigma_shrink, dtype=self._stored_dtype)
+                           fit_sigma=self._sigma_shrink, dtype=self._stored_dtype,
+                           reassign=self._reassign(rng))

@@ -105,6 +105,21 @@ class SoftKMeans(FixedTemperatureKMeans):
         it. 1 weighs every batch alike; smaller values follow a drifting stream,
         with a memory of about ``1 / (1 - decay)`` batches. :meth:`fit` does not
         use it.
+    reassignment_ratio : float, default=0.01
+        Centroids that the data abandoned are moved, as ``KMeans`` relocates an
+        empty cluster and ``MiniBatchKMeans`` reassigns a centre with few
+        points: a centroid whose mass is below this fraction of the largest, or
+        that another centroid duplicates (their squared distance at most 0.05
+        times ``2 sigma^2``: both take every observation's responsibilities
+        in nearly the same ratio). In :meth:`fit` (``algorithm="alternating"``), a run
+        that has converged with such centroids moves them onto observations
+        drawn as k-means++ draws (probability proportional to the squared
+        distance to the nearest kept centroid, ``random_state`` seeding it)
+        and goes on from there only if ``F_sigma`` is no larger there, for at
+        most 10 relocations; otherwise it keeps what it had. In
+        :meth:`partial_fit` the rule is checked each time ``10 * n_clusters``
+        samples have arrived since the last move, the draws come from the batch,
+        and a move is kept if the batch's objective is no larger. 0 turns it off.
 
     Attributes
     ----------
@@ -149,6 +164,10 @@ class SoftKMeans(FixedTemperatureKMeans):
         The recorded trajectory (only with ``record_path``).
     n_steps_ : int
         Number of batches seen by :meth:`partial_fit` (set by it only).
+    n_reassigned_ : int
+        Centroids moved by ``reassignment_ratio``'s rule (and, in
+        :class:`EntmaxKMeans`, empty ones reseeded) in the kept run, or in the
+        stream so far.
 
     See Also
     --------
@@ -176,11 +195,13 @@ class SoftKMeans(FixedTemperatureKMeans):
 
     def __init__(self, n_clusters=8, *, sigma="auto", algorithm="alternating",
                  init="k-means++", n_init="auto", max_iter=300, tol=1e-4, random_state=None,
-                 backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0):
+                 backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0,
+                 reassignment_ratio=0.01):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
                          backend=backend, n_threads=n_threads, verbose=verbose,
-                         record_path=record_path, decay=decay)
+                         record_path=record_path, decay=decay,
+                         reassignment_ratio=reassignment_ratio)
         self.algorithm = algorithm
 
     def _spec(self, sigma):
@@ -191,7 +212,7 @@ class SoftKMeans(FixedTemperatureKMeans):
                        record_path=self.record_path, verbose=self.verbose)
         if self.algorithm == "alternating":
             return alternating(engine, centers, self._resolved_spec, fit_sigma=self._sigma_shrink,
-                               dtype=self._stored_dtype, **options)
+                               dtype=self._stored_dtype, reassign=self._reassign(rng), **options)
         spec = self._resolved_spec
         if self._sigma_shrink:  # the temperature EM finds from this start, then the descent
             spec = alternating(engine, centers, spec, fit_sigma=self._sigma_shrink,

@@ -300,8 +300,12 @@ def test_empty_cluster_kept_or_reseeded():
     X = np.array([[0.0], [0.1], [0.2], [10.0], [10.1]])
     init = np.array([[0.1], [10.0], [100.0]])  # the third centroid gets no mass
     with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(2\) found smaller"):
-        kept = EntmaxKMeans(3, sigma=0.5, init=init, empty_cluster="keep").fit(X)
+        kept = EntmaxKMeans(3, sigma=0.5, init=init, empty_cluster="keep",
+                            reassignment_ratio=0).fit(X)
     assert kept.cluster_centers_[2, 0] == 100.0
+    relocated = EntmaxKMeans(3, sigma=0.5, init=init, empty_cluster="keep").fit(X)
+    assert relocated.cluster_centers_[2, 0] < 11 and relocated.n_reassigned_ >= 1
+    assert relocated.objective_ < kept.objective_
     reseeded = EntmaxKMeans(3, sigma=0.05, init=init).fit(X)  # the default, as KMeans
     assert reseeded.cluster_centers_[2, 0] < 11
     assert len(np.unique(reseeded.labels_)) == 3

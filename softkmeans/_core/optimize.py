@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .reassignment import abandoned, relocate
 from .responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 
 __all__ = ["RunResult", "StoppingRule", "Trajectory", "alternating", "gradient_descent", "anneal",
@@ -94,6 +95,7 @@ class RunResult:
     sigmas: np.ndarray | None = None
     stage_objectives: np.ndarray | None = None
     stage_iters: np.ndarray | None = None
+    n_reassigned: int = 0
 
 
 def relative_step(new, old):
@@ -371,7 +373,7 @@ def _stored(centers, dtype):
 
 
 def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_path=False,
-                verbose=0, fit_sigma=None, dtype=np.float64):
+                verbose=0, fit_sigma=None, dtype=np.float64, reassign=None):
     """Alternating minimization: responsibilities, then weighted means.
 
     Parameters
@@ -401,6 +403,12 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         The precision the caller stores the centroids in: every update is
         rounded to it before its pass, so that the run's statistics describe
         the stored centroids without one more pass.
+    reassign : Reassign, default=None
+        When given, a run that has converged with abandoned centroids
+        (:func:`~softkmeans._core.reassignment.abandoned`) relocates them
+        (:func:`~softkmeans._core.reassignment.relocate`) and goes on from there
+        if the objective at the run's temperature is no worse there; otherwise
+        it stops where it was. A kept relocation's pass counts in ``n_iter``.
 
     Returns
     -------
@@ -411,7 +419,7 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     centers = np.array(centers, dtype=np.float64)
     stats = engine.estep(centers, spec)
     path = _new_trajectory(record_path, stats, centers)
-    converged, n_iter, reseeded, parked = False, 0, set(), set()
+    converged, n_iter, reseeded, parked, n_reassigned = False, 0, set(), set(), 0
     needs_norms = fit_sigma is not None or rule.kind != "relative"
     row_norms = _weighted_row_norms(engine) if needs_norms else None
     test = rule.bind(engine, stats, row_norms)
@@ -427,38 +435,69 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         if fit_sigma is not None:
             spec = _with_shared_variance(engine, stats, spec, fit_sigma, row_norms)
         if test.strict and spec == old_spec and np.array_equal(new, centers):
-            converged = True  # a fixed point: the assignments repeat, the pass would too
+            # a fixed point: the assignments repeat, the pass would too
             if path is not None:
                 path.add(stats, new, 0.0, 0, 0.0)
             _report(verbose, spec.kind, n_iter, stats, 0.0)
-            break
-        step, small = test.step(new, centers, old_spec.sigma, spec.sigma)
-        bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
-        new_stats = None
-        if (rule.accelerate and before is not None and not small and n_iter < max_iter
-                and stats.gap > _SMOOTH_GAP * stats.inertia and bool(np.all(stats.masses > 0))):
-            # three successive plain iterates (no centroid reseeded or kept without mass):
-            # extrapolate, keep the point if it scores no worse than ``centers``
-            jump = _stored(squarem_point(before, centers, new), dtype)
-            jump_stats = engine.estep(jump, spec)
-            if (_per_sample_score(jump_stats, spec, d)
-                    <= _per_sample_score(stats, old_spec, d)):
-                new, new_stats = jump, jump_stats
-            else:
-                n_iter += 1
-        before = centers if new_stats is None else None
-        if new_stats is None:
-            new_stats = engine.estep(new, spec)
-        small = small or test.settled(stats, new_stats, old_spec, spec, new)
-        if path is not None:
-            changes = int(np.count_nonzero(new_stats.labels != stats.labels))
-            path.add(new_stats, new, step, changes, bound)
-        centers, stats = new, new_stats
-        _report(verbose, spec.kind, n_iter, stats, step)
-        if small:
+            done = True
+        else:
+            step, small = test.step(new, centers, old_spec.sigma, spec.sigma)
+            bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
+            new_stats = None
+            if (rule.accelerate and before is not None and not small and n_iter < max_iter
+                    and stats.gap > _SMOOTH_GAP * stats.inertia
+                    and bool(np.all(stats.masses > 0))):
+                # three successive plain iterates (no centroid reseeded or kept without
+                # mass): extrapolate, keep the point if it scores no worse than ``centers``
+                jump = _stored(squarem_point(before, centers, new), dtype)
+                jump_stats = engine.estep(jump, spec)
+                if (_per_sample_score(jump_stats, spec, d)
+                        <= _per_sample_score(stats, old_spec, d)):
+                    new, new_stats = jump, jump_stats
+                else:
+                    n_iter += 1
+            before = centers if new_stats is None else None
+            if new_stats is None:
+                new_stats = engine.estep(new, spec)
+            done = small or test.settled(stats, new_stats, old_spec, spec, new)
+            if path is not None:
+                changes = int(np.count_nonzero(new_stats.labels != stats.labels))
+                path.add(new_stats, new, step, changes, bound)
+            centers, stats = new, new_stats
+            _report(verbose, spec.kind, n_iter, stats, step)
+        if not done:
+            continue
+        moved = _relocated(engine, centers, stats, spec, reassign, n_iter < max_iter, dtype)
+        if moved is None:
             converged = True
             break
-    return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [])
+        n_iter, before = n_iter + 1, None
+        centers, stats, count = moved
+        n_reassigned += count
+        if path is not None:
+            path.add(stats, centers, np.nan, count, np.nan)
+    return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [],
+                     n_reassigned=n_reassigned + len(reseeded))
+
+
+def _relocated(engine, centers, stats, spec, reassign, may_iterate, dtype):
+    """``(centers, stats, count)`` after relocating the abandoned centroids of a converged
+    run, or None: no :class:`~softkmeans._core.reassignment.Reassign`, no round left, no
+    iteration left, nothing abandoned, or a relocation whose score is worse (no later
+    round then)."""
+    if reassign is None or reassign.rounds <= 0 or not may_iterate:
+        return None
+    moving = abandoned(stats.masses, centers, spec, reassign.ratio)
+    if moving.size == 0:
+        return None
+    moved = _stored(relocate(engine, centers, moving, reassign.rng), dtype)
+    moved_stats = engine.estep(moved, spec)
+    d = engine.X.shape[1]
+    if _per_sample_score(moved_stats, spec, d) > _per_sample_score(stats, spec, d):
+        reassign.rounds = 0
+        return None
+    reassign.rounds -= 1
+    return moved, moved_stats, int(moving.size)
 
 
 #: Relative gap ``(J - F) / J`` above which a pass is soft enough for the update to be

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .optimize import _reseed_empty, mixture_variance
+from .reassignment import abandoned, relocate
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 
 __all__ = ["Stream", "start_stream", "stream_step", "weighted_spread"]
@@ -59,7 +60,12 @@ class Stream:
     n_steps : int
         Batches seen.
     n_reseeded : int
-        Centroids moved onto an observation because they had no running mass.
+        Centroids moved onto an observation because they had no running mass,
+        or (:func:`stream_step`'s ``reassign``) because the data abandoned them.
+    seed : int
+        Seeds the draws of the relocations (with ``n_steps``).
+    since_check : int
+        Observations seen since abandoned centroids were last looked for.
     """
 
     centers: np.ndarray
@@ -71,9 +77,11 @@ class Stream:
     origin: np.ndarray | None = None
     n_steps: int = 0
     n_reseeded: int = 0
+    seed: int = 0
+    since_check: int = 0
 
 
-def start_stream(centers, spec, origin=None):
+def start_stream(centers, spec, origin=None, seed=0):
     """A stream at ``centers`` with no statistics yet.
 
     Parameters
@@ -83,6 +91,8 @@ def start_stream(centers, spec, origin=None):
     origin : ndarray of shape (n_features,), default=None
         The point the spread is taken about (for dense data far from the
         origin: any point near the data, as the first batch's mean).
+    seed : int, default=0
+        Of the relocations' draws.
 
     Returns
     -------
@@ -90,7 +100,7 @@ def start_stream(centers, spec, origin=None):
     """
     centers = np.array(centers, dtype=np.float64)
     k, d = centers.shape
-    return Stream(centers, spec, np.zeros((k, d)), np.zeros(k), origin=origin)
+    return Stream(centers, spec, np.zeros((k, d)), np.zeros(k), origin=origin, seed=seed)
 
 
 def weighted_spread(X, sample_weight, origin=None):
@@ -121,7 +131,7 @@ def weighted_spread(X, sample_weight, origin=None):
     return total
 
 
-def stream_step(stream, engine, *, decay, fit_sigma=None, reseed=False):
+def stream_step(stream, engine, *, decay, fit_sigma=None, reseed=False, reassign=0.0):
     """Add one batch (the data of ``engine``) to ``stream`` and update the centroids.
 
     Parameters
@@ -138,6 +148,15 @@ def stream_step(stream, engine, *, decay, fit_sigma=None, reseed=False):
         Move a centroid without running mass onto the batch's observation
         farthest from its nearest centroid (its statistics stay zero until a
         batch reaches it), as ``empty="reseed"`` does in a fit.
+    reassign : float, default=0.0
+        When positive, the ``ratio`` of :func:`~softkmeans._core.reassignment.abandoned`:
+        once :data:`CHECK_EVERY` times ``n_clusters`` observations have arrived
+        since the last look, abandoned centroids move onto the batch's
+        observations (:func:`~softkmeans._core.reassignment.relocate`) if the
+        batch's objective is no larger there. A moved centroid's running
+        statistics become those of the smallest mass of the kept ones sitting
+        at its new place (with a fitted temperature, they enter the running
+        weight and spread alike), so that it is not abandoned again at once.
 
     Returns
     -------
@@ -150,20 +169,56 @@ def stream_step(stream, engine, *, decay, fit_sigma=None, reseed=False):
     full = masses > 0
     centers = stream.centers.copy()
     centers[full] = sums[full] / masses[full, None]
-    n_reseeded = stream.n_reseeded
+    n_reseeded, reseeded = stream.n_reseeded, np.flatnonzero(~full) if reseed else []
     if reseed and not full.all():
         centers = _reseed_empty(centers, replace(stats, masses=masses), engine, set())
         n_reseeded += int(np.count_nonzero(~full))
     new = replace(stream, centers=centers, sums=sums, masses=masses, n_steps=stream.n_steps + 1,
-                  n_reseeded=n_reseeded)
+                  n_reseeded=n_reseeded, since_check=stream.since_check + engine.n_samples)
+    new.weight = decay * stream.weight + float(engine.sample_weight.sum())
+    new.spread = decay * stream.spread
+    if fit_sigma is not None:
+        new.spread += weighted_spread(engine.X, engine.sample_weight, stream.origin)
+    if reassign > 0 and new.since_check >= CHECK_EVERY * len(centers):
+        _relocate_abandoned(new, engine, reassign, reseeded)
     if fit_sigma is None:
         return new
-    new.weight = decay * stream.weight + float(engine.sample_weight.sum())
-    new.spread = decay * stream.spread + weighted_spread(engine.X, engine.sample_weight,
-                                                         stream.origin)
+    sums, masses, centers = new.sums, new.masses, new.centers
     variance = mixture_variance(sums, masses, new.weight, new.spread, stream.origin,
                                 centers.shape[1], engine.unit_roundoff)
     if variance > 0:
         sigma = float(np.clip(fit_sigma * np.sqrt(variance), SIGMA_MIN, SIGMA_MAX))
         new.spec = replace(stream.spec, sigma=sigma)
     return new
+
+
+#: A stream looks for abandoned centroids once this many times ``n_clusters``
+#: observations have arrived since it last did (``MiniBatchKMeans``' interval).
+CHECK_EVERY = 10
+
+
+def _relocate_abandoned(stream, engine, ratio, reseeded):
+    """Move ``stream``'s abandoned centroids but the ``reseeded`` ones onto the batch of
+    ``engine`` (in place) where the batch's objective is no larger; see :func:`stream_step`."""
+    stream.since_check = 0
+    moving = np.setdiff1d(abandoned(stream.masses, stream.centers, stream.spec, ratio),
+                          reseeded)
+    if moving.size == 0:
+        return
+    rng = np.random.RandomState([stream.seed, stream.n_steps])
+    moved = relocate(engine, stream.centers, moving, rng)
+    if engine.estep(moved, stream.spec, with_sums=False).objective > engine.estep(
+            stream.centers, stream.spec, with_sums=False).objective:
+        return
+    kept = np.setdiff1d(np.arange(len(moved)), moving)
+    virtual = float(stream.masses[kept].min())
+    stream.centers = moved
+    stream.masses = stream.masses.copy()
+    stream.masses[moving] = virtual
+    stream.sums = stream.sums.copy()
+    stream.sums[moving] = virtual * moved[moving]
+    offsets = moved[moving] if stream.origin is None else moved[moving] - stream.origin
+    stream.weight += virtual * moving.size
+    stream.spread += virtual * float(np.einsum("ij,ij->", offsets, offsets))
+    stream.n_reseeded += int(moving.size)
+

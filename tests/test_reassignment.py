@@ -1,0 +1,101 @@
+"""Abandoned centroids (starving or duplicated) are moved, in fits and in streams."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from softkmeans import EntmaxKMeans, SoftKMeans
+from softkmeans._core.reassignment import DUPLICATE, abandoned
+from softkmeans._core.responsibilities import RelaxationSpec
+
+SOFT = RelaxationSpec("softmax", 1.0)
+
+
+def _components(k=6, d=4, n_per=150, seed=0):
+    """``k`` well separated unit Gaussians, their means, and a start with two centroids in
+    the first component, none in the last."""
+    rng = np.random.default_rng(seed)
+    means = rng.uniform(-20, 20, size=(k, d))
+    X = np.vstack([m + rng.standard_normal((n_per, d)) for m in means])
+    start = np.vstack([means[0] - 0.5, means[0] + 0.5, means[1:-1]])
+    return X, means, start
+
+
+def test_abandoned_finds_starving_and_duplicated_centroids_never_the_heaviest():
+    centers = np.array([[0.0, 0.0], [0.0, 0.0], [5.0, 5.0], [9.0, 9.0]])
+    masses = np.array([10.0, 10.0, 0.05, 30.0])
+    assert abandoned(masses, centers, SOFT, 0.01).tolist() == [1, 2]
+    assert abandoned(masses, centers, RelaxationSpec("hard"), 0.01).tolist() == [2]
+    assert abandoned(masses, centers, SOFT, 0.0).tolist() == [1]
+    near = centers.copy()
+    near[1, 0] = 0.99 * np.sqrt(DUPLICATE * SOFT.tau)
+    assert abandoned(masses, near, SOFT, 0.0).tolist() == [1]
+    near[1, 0] = 1.01 * np.sqrt(DUPLICATE * SOFT.tau)
+    assert abandoned(masses, near, SOFT, 0.0).tolist() == []
+    assert abandoned(np.array([0.0, 0.0, 1.0]), centers[:3], SOFT, 1.0).tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_a_fit_moves_a_doubled_centroid_to_the_unserved_component(Estimator):
+    X, means, start = _components()
+    off = Estimator(6, sigma=1.5, init=start, reassignment_ratio=0).fit(X)
+    on = Estimator(6, sigma=1.5, init=start, random_state=0, record_path=True).fit(X)
+    assert off.n_reassigned_ == 0 and on.n_reassigned_ >= 1
+    nearest = ((on.cluster_centers_[:, None] - means[None]) ** 2).sum(-1).argmin(1)
+    assert sorted(nearest) == list(range(6))  # one centroid per component
+    assert on.inertia_ < 0.5 * off.inertia_ and on.objective_ < off.objective_
+    # at a fixed temperature the objective never increases, the relocation included
+    objectives = np.asarray(on.path_[0]["objective"])
+    assert (np.diff(objectives) <= 1e-9 * np.abs(objectives[:-1])).all()
+
+
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_relocation_is_deterministic_and_thread_independent(Estimator):
+    X, _, start = _components(seed=1)
+    fits = [Estimator(6, init=start, random_state=3, n_threads=t).fit(X) for t in (1, 2, 1)]
+    assert fits[0].n_reassigned_ >= 1
+    for fit in fits[1:]:
+        np.testing.assert_array_equal(fit.cluster_centers_, fits[0].cluster_centers_)
+        assert fit.n_reassigned_ == fits[0].n_reassigned_
+
+
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_nothing_moves_where_nothing_is_abandoned(Estimator):
+    X, means, _ = _components(seed=2)
+    on = Estimator(6, init=means + 0.3, random_state=0).fit(X)
+    off = Estimator(6, init=means + 0.3, random_state=0, reassignment_ratio=0).fit(X)
+    assert on.n_reassigned_ == 0 and on.n_iter_ == off.n_iter_
+    np.testing.assert_array_equal(on.cluster_centers_, off.cluster_centers_)
+
+
+def _stream(model, X, n_batches=12, seed=0):
+    rng = np.random.default_rng(seed)
+    for rows in np.array_split(rng.permutation(len(X)), n_batches):
+        model.partial_fit(X[rows])
+    return model
+
+
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_a_stream_moves_abandoned_centroids(Estimator):
+    X, means, start = _components(k=8, n_per=400, seed=3)
+    off = _stream(Estimator(8, init=start, reassignment_ratio=0), X)
+    on = _stream(Estimator(8, init=start, random_state=0), X)
+    again = _stream(clone(on), X)
+    assert on.n_reassigned_ >= 1
+    np.testing.assert_array_equal(again.cluster_centers_, on.cluster_centers_)
+
+    def distortion(model):
+        return ((X[:, None] - model.cluster_centers_[None]) ** 2).sum(-1).min(1).sum()
+
+    assert distortion(on) < 0.8 * distortion(off)
+
+
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_a_dask_fit_moves_the_same_centroids_as_in_memory(Estimator):
+    da = pytest.importorskip("dask.array")
+    X, _, start = _components(k=6, n_per=300, seed=4)
+    memory = Estimator(6, init=start, random_state=1).fit(X)
+    blocks = Estimator(6, init=start, random_state=1).fit(da.from_array(X, chunks=500))
+    assert memory.n_reassigned_ >= 1 and blocks.n_reassigned_ == memory.n_reassigned_
+    np.testing.assert_allclose(blocks.cluster_centers_, memory.cluster_centers_, rtol=1e-12,
+                               atol=1e-12)
