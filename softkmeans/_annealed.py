@@ -209,8 +209,12 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
                    if not (isinstance(getattr(self, name), type(default))
                            and getattr(self, name) == default)]
         if changed:
-            _warn(f"{', '.join(changed)} only apply to strategy='paper'; the mass-constrained "
+            verb = "applies" if len(changed) == 1 else "apply"
+            _warn(f"{', '.join(changed)} only {verb} to strategy='paper'; the mass-constrained "
                   "annealing grows its centroids from the data mean.", UserWarning)
+
+    def _init_name(self):
+        return None if self.strategy == "mass-constrained" else super()._init_name()
 
     def _init_centers(self, X, engine, rng):
         if self.strategy == "mass-constrained":

@@ -29,6 +29,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._core.optimize import StoppingRule
+from ._core.progress import Progress
 from ._core.reassignment import Reassign
 from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 from ._core.seeding import separate_coincident
@@ -271,6 +272,12 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         return np.vstack([engine.row(i) for i in rows])
 
     @_unchanged_on_failure
+    def _init_name(self):
+        """What ``init`` draws, for ``verbose`` (None: the fit draws no start)."""
+        if _is_array_init(self.init):
+            return "the init array"
+        return "the init callable" if callable(self.init) else str(self.init)
+
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering.
 
@@ -312,11 +319,15 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         """The ``n_init`` runs on ``engine`` (bound to the validated X); stores the best."""
         rng = check_random_state(self.random_state)
         self._stored_dtype = np.dtype(X.dtype)  # of cluster_centers_: the runs end rounded to it
+        progress = self._progress = Progress(self.verbose)
         best = None
         for i in range(self._n_init):
-            if self.verbose and self._n_init > 1:
-                print(f"initialization {i + 1}/{self._n_init}")
+            starts = f" {i + 1}/{self._n_init}" if self._n_init > 1 else ""
+            if self._init_name() is not None:
+                progress.say(f"Initialization{starts}: {self._init_name()} on {X.shape[0]} rows")
             centers = self._init_centers(X, engine, rng)
+            if centers is not None:
+                progress.say("Initialization complete")
             if i == 0:
                 self._prepare(engine, centers)
             run = self._run(engine, centers, rng)
@@ -326,6 +337,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         if hasattr(engine, "persist"):  # a blockwise engine's per-row statistics are lazy
             run = dataclasses.replace(run, stats=engine.persist(run.stats))
         self._store_run(run, X.dtype, engine)
+        del self._progress
         if not self.converged_:
             _warn(
                 f"{type(self).__name__} did not converge: the kept run stopped at "
@@ -649,6 +661,9 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         else:
             sigma = float(self.sigma)
         self._resolved_spec = self._spec(sigma)
+        if self._sigma_shrink:
+            getattr(self, "_progress", Progress()).say(
+                f"sigma='auto' starts at {sigma:.4g} and follows the centroids")
 
     def _run_key(self, run):
         """With ``sigma="auto"`` each run has its own temperature: the mixture's likelihood
@@ -672,10 +687,11 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
                 and self.critical_sigma_ > 0
                 and self.sigma_ >= _NEAR_CRITICAL * self.critical_sigma_):
             where = "above" if self.sigma_ > self.critical_sigma_ else "within 10% of"
+            # no numbers in the text: a search over sigma shows it once, not once per fit
             _warn(
-                f"sigma={self.sigma_:.4g} is {where} the critical temperature sqrt(lambda_max)="
-                f"{self.critical_sigma_:.4g} of the data: the centroids may collapse to the "
-                "data mean (Prop. 9). Use a smaller sigma.",
+                f"sigma_ is {where} critical_sigma_, the data's critical temperature "
+                "sqrt(lambda_max): the centroids may collapse to the data mean (Prop. 9). Use a "
+                "smaller sigma; the fitted model holds both values.",
                 CriticalTemperatureWarning,
             )
 

@@ -107,6 +107,6 @@ n_steps_, n_reassigned_
     def _run(self, engine, centers, rng):
         return alternating(engine, centers, self._resolved_spec, max_iter=self.max_iter,
                            tol=self._stopping_rule(), empty=self.empty_cluster,
-                           record_path=self.record_path, verbose=self.verbose,
+                           record_path=self.record_path, verbose=self._progress,
                            fit_sigma=self._sigma_shrink, dtype=self._stored_dtype,
                            reassign=self._reassign(rng))

@@ -92,9 +92,12 @@ class SoftKMeans(FixedTemperatureKMeans):
         numpy and CuPy engines do not use it. Results do not depend on it:
         the numba engine's passes sum fixed slots of rows in a fixed order.
     verbose : int, default=0
-        When positive, print the objective and the step of each iteration,
-        which of the ``n_init`` starts is running, and (AnnealedKMeans) each
-        temperature.
+        When positive, print as ``KMeans`` does: each start (``n_init``) and the
+        end of its initialization, then per iteration the inertia, the
+        objective, ``sigma`` and the step, and why the run stopped (converged,
+        and how, or ``max_iter``); every line ends with the seconds since the
+        fit began. :class:`AnnealedKMeans` prints each temperature, and the
+        iterations at each from ``verbose=2``.
     record_path : bool or "centers", default=False
         Keep the per-iteration objective, distortion, step, number of label
         changes and sufficient-decrease bound in ``path_`` (and the iterates
@@ -209,7 +212,7 @@ class SoftKMeans(FixedTemperatureKMeans):
 
     def _run(self, engine, centers, rng):
         options = dict(max_iter=self.max_iter, tol=self._stopping_rule(),
-                       record_path=self.record_path, verbose=self.verbose)
+                       record_path=self.record_path, verbose=self._progress)
         if self.algorithm == "alternating":
             return alternating(engine, centers, self._resolved_spec, fit_sigma=self._sigma_shrink,
                                dtype=self._stored_dtype, reassign=self._reassign(rng), **options)

@@ -744,5 +744,6 @@ def _fitted_certificate(engine, run):
     spec = run.spec
     alpha = float(spec.alpha) if spec.kind == "entmax" else 1.5
     stats_kind = "hard" if run.sigmas is not None else spec.kind
-    return _certificate(engine, run.centers, float(spec.sigma), alpha,
-                        {stats_kind: run.stats})[0]
+    certificate = _certificate(engine, run.centers, float(spec.sigma), alpha,
+                               {stats_kind: run.stats})[0]
+    return certificate.for_relaxation(spec.kind) if spec.kind != "hard" else certificate

@@ -364,9 +364,10 @@ def test_fitted_float32_diagnostics_describe_the_stored_centroids(data, cls, bac
 def test_warning_above_critical_temperature(data):
     X = data[0]
     sigma_c = critical_sigma(X)
-    with pytest.warns(CriticalTemperatureWarning, match=f"{sigma_c:.4g}"):
-        SoftKMeans(3, sigma=1.1 * sigma_c, random_state=0, backend="numpy").fit(X)
-    with pytest.warns(CriticalTemperatureWarning, match="within 10% of the critical"):
+    with pytest.warns(CriticalTemperatureWarning, match="sigma_ is above critical_sigma_"):
+        model = SoftKMeans(3, sigma=1.1 * sigma_c, random_state=0, backend="numpy").fit(X)
+    assert model.critical_sigma_ == pytest.approx(sigma_c)
+    with pytest.warns(CriticalTemperatureWarning, match="within 10% of critical_sigma_"):
         SoftKMeans(3, sigma=0.95 * sigma_c, random_state=0, backend="numpy").fit(X)
     _fit(SoftKMeans, X, sigma=0.85 * sigma_c)
     _fit(EntmaxKMeans, X, sigma=1.1 * sigma_c)  # Prop. 9 is about F_sigma only
@@ -491,8 +492,23 @@ def test_certificate_objects_reject_an_unknown_relation_and_frame_when_empty():
     with pytest.raises(ValueError, match="relation must be"):
         BoundCheck("x", "Thm 0", 1.0, 2.0, 0.0, "<")
     frame = Certificate([], {}).to_frame()
-    assert frame.empty and list(frame.columns) == ["source", "observed", "relation", "bound",
-                                                   "tolerance", "holds"]
+    assert frame.empty and list(frame.columns) == ["meaning", "source", "observed", "relation",
+                                                   "bound", "tolerance", "holds"]
+
+
+@pytest.mark.parametrize("Estimator, kind", [(SoftKMeans, "softmax"), (EntmaxKMeans, "entmax")])
+def test_a_fitted_certificate_holds_the_rows_of_its_relaxation_in_words(data, Estimator, kind):
+    from softkmeans._core.bounds import MEANINGS
+
+    model = Estimator(3, sigma=0.4, random_state=0).fit(data[0])
+    names = [check.name for check in model.bounds_]
+    assert names and all(MEANINGS[name][0] in (kind, "both") for name in names)
+    assert ("ordering_F_sigma_le_F_alpha" in names) == (kind == "entmax")
+    assert ("alpha" in model.bounds_.constants) == (kind == "entmax")
+    full = certify(data[0], model.cluster_centers_, model.sigma_)
+    assert len(full) == len(MEANINGS) > len(names)
+    for line, name in zip(repr(model.bounds_).splitlines()[2:], names, strict=True):
+        assert line.startswith(name) and line.endswith(MEANINGS[name][1])
 
 
 @pytest.mark.parametrize("shape", [(0, 3, 2), (3,), (1, 1, 3, 2)])

@@ -352,25 +352,42 @@ def test_n_threads_sets_the_threads_of_every_pass(Estimator, monkeypatch):
     assert fits[0].objective_ == fits[1].objective_
 
 
-def test_verbose_prints_iterations(blobs, capsys):
+def test_verbose_prints_what_a_kmeans_user_reads(blobs, capsys):
+    """Initialization, then per iteration the inertia, the objective and the temperature,
+    then why the run stopped, every line with the seconds since the fit began."""
     X = np.random.RandomState(0).uniform(size=(200, 2))
     model = SoftKMeans(3, verbose=1, random_state=0, max_iter=3, tol=0).fit(X)
-    out = capsys.readouterr().out
-    assert model.n_iter_ == 3 and out.count("iteration") == 3 and "objective" in out
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [line for line in out if line.startswith("Initialization")]
+    assert out[0].startswith("Initialization: k-means++ on 200 rows")
+    iterations = [line for line in out if line.startswith("Iteration ")]
+    assert model.n_iter_ == 3 and len(iterations) == 3
+    last = iterations[-1]
+    assert f"inertia {model.inertia_:.6g}" in last and f"sigma {model.sigma_:.4g}" in last
+    assert out[-1].startswith("Stopped at max_iter=3 before converging")
+    seconds = [float(line.rsplit("(", 1)[1].split()[0]) for line in out]
+    assert seconds == sorted(seconds)
+    EntmaxKMeans(3, sigma=0.05, verbose=1, random_state=0).fit(X)
+    assert capsys.readouterr().out.splitlines()[-1].startswith("Converged at iteration")
 
 
 def test_verbose_marks_the_starts_and_the_temperatures(capsys):
     X = np.random.RandomState(0).uniform(size=(200, 2))
     SoftKMeans(3, verbose=1, n_init=2, random_state=0, max_iter=2).fit(X)
     out = capsys.readouterr().out.splitlines()
-    assert [out.index(line) for line in ("initialization 1/2", "initialization 2/2")] == [0, 3]
+    starts = [line for line in out if line.startswith("Initialization ") and "/" in line]
+    assert [line.split(":")[0] for line in starts] == ["Initialization 1/2",
+                                                       "Initialization 2/2"]
     model = AnnealedKMeans(3, strategy="paper", verbose=1, n_temperatures=3,
                            random_state=0).fit(X)
     out = capsys.readouterr().out.splitlines()
-    sigmas = [float(line.split()[-1]) for line in out if line.startswith("[anneal] temperature")]
-    np.testing.assert_allclose(sigmas, model.temperatures_, rtol=1e-4)
-    assert out[0].startswith("[anneal] temperature 1/3")
-    assert sum(line.startswith("[anneal] Lloyd") for line in out) == 1
+    sigmas = [float(line.split()[3]) for line in out if line.startswith("Temperature ")]
+    np.testing.assert_allclose(sigmas, model.temperatures_, rtol=1e-3)
+    assert not any(line.startswith("Iteration") and "sigma" in line for line in out)
+    assert sum(line.startswith("Lloyd's algorithm") for line in out) == 1
+    AnnealedKMeans(3, strategy="paper", verbose=2, n_temperatures=3, random_state=0).fit(X)
+    assert any(line.startswith("Iteration") and "sigma" in line
+               for line in capsys.readouterr().out.splitlines())  # verbose=2: each stage
 
 
 def test_verbose_reports_the_final_stages_of_the_default_annealing(capsys):

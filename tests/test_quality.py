@@ -93,7 +93,7 @@ def test_paper_only_parameters_warn_under_the_default_strategy():
     X, _ = _grid_of_tight_clusters(per_cluster=3)
     with pytest.warns(UserWarning, match="n_temperatures, init only apply to strategy='paper'"):
         AnnealedKMeans(4, n_temperatures=5, init="random").fit(X)
-    with pytest.warns(UserWarning, match="n_init only apply to strategy='paper'"):
+    with pytest.warns(UserWarning, match="n_init only applies to strategy='paper'"):
         AnnealedKMeans(4, n_init=10).fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = [
+    "MEANINGS",
     "SAFETY_FACTOR",
     "UNDERFLOW_SPACING",
     "UNIT_ROUNDOFF",
@@ -370,6 +371,26 @@ class BoundCheck:
         return bool(self.observed >= self.bound - self.tolerance)
 
 
+#: What each check of a :class:`Certificate` says, in words, and which relaxation it is
+#: about (``"both"``: it compares the two).
+MEANINGS = {
+    "softmax_gap_nonnegative": ("softmax", "F_sigma is at most the distortion J"),
+    "softmax_gap_uniform": ("softmax", "J - F_sigma is at most 2 n sigma^2 log k"),
+    "softmax_gap_margin_lower": ("softmax",
+                                 "J - F_sigma is at least the smallest margin's exp(-beta) term"),
+    "softmax_gap_margin_upper": ("softmax", "J - F_sigma shrinks as exp(-beta) with the margins"),
+    "tsallis_gap_nonnegative": ("entmax", "F_alpha is at most the distortion J"),
+    "tsallis_gap_uniform": ("entmax", "J - F_alpha is at most 2 n sigma^2 H_alpha^max"),
+    "tsallis_gap_unidentified": ("entmax",
+                                 "J - F_alpha comes only from the rows not yet assigned hard"),
+    "ordering_F_sigma_le_F_alpha": ("both", "F_sigma is at most F_alpha"),
+    "centroid_map_softmax": ("softmax", "a softmax update lands near Lloyd's (worst cluster)"),
+    "centroid_map_entmax": ("entmax", "an entmax update lands near Lloyd's (worst cluster)"),
+    "fixed_point_softmax_step": ("softmax",
+                                 "at a Lloyd fixed point, a softmax update moves it little"),
+}
+
+
 @dataclass
 class Certificate:
     """Every bound of the paper evaluated at one configuration.
@@ -408,20 +429,34 @@ class Certificate:
     def __len__(self):
         return len(self.checks)
 
+    def for_relaxation(self, kind):
+        """The checks about the ``kind`` relaxation (``"softmax"`` or ``"entmax"``) alone.
+
+        A softmax fit's certificate has no entmax rows and no ``alpha``; an entmax
+        fit's keeps the comparison of the two objectives (Prop 7).
+        """
+        keep = {kind, "both"} if kind == "entmax" else {kind}
+        checks = [c for c in self.checks if MEANINGS.get(c.name, ("both",))[0] in keep]
+        constants = dict(self.constants)
+        if kind == "softmax":
+            constants.pop("alpha", None)
+        return Certificate(checks, constants)
+
     def to_frame(self):
         """The checks as a :class:`pandas.DataFrame`, one row per bound (needs pandas)."""
         import pandas as pd
 
-        columns = ["bound_name", "source", "observed", "relation", "bound", "tolerance", "holds"]
-        rows = [(c.name, c.source, c.observed, c.relation, c.bound, c.tolerance, c.holds)
-                for c in self.checks]
+        columns = ["bound_name", "meaning", "source", "observed", "relation", "bound",
+                   "tolerance", "holds"]
+        rows = [(c.name, _meaning(c.name), c.source, c.observed, c.relation, c.bound,
+                 c.tolerance, c.holds) for c in self.checks]
         return pd.DataFrame(rows, columns=columns).set_index("bound_name")
 
     def __repr__(self):
-        head = ("check", "source", "observed", "", "bound", "tolerance", "holds")
+        head = ("check", "source", "observed", "", "bound", "tolerance", "holds", "meaning")
         body = [
             (c.name, c.source, f"{c.observed:.6g}", c.relation, f"{c.bound:.6g}",
-             f"{c.tolerance:.2g}", "yes" if c.holds else "NO")
+             f"{c.tolerance:.2g}", "yes" if c.holds else "NO", _meaning(c.name))
             for c in self.checks
         ]
         widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
@@ -432,3 +467,8 @@ class Certificate:
                            if key in self.constants)
         verdict = "all bounds hold" if self.all_hold else "SOME BOUNDS FAIL"
         return f"Certificate({verdict}; {consts})\n" + "\n".join(lines)
+
+
+def _meaning(name):
+    return MEANINGS.get(name, ("both", ""))[1]
+

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .progress import Progress
 from .reassignment import abandoned, relocate
 from .responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 
@@ -194,9 +195,13 @@ def _objective_noise(engine, stats, centers, row_norms):
     return _NOISE_ROUNDOFFS * engine.unit_roundoff * sizes
 
 
-def _report(verbose, label, it, stats, step):
-    if verbose:
-        print(f"[{label}] iteration {it:4d}  objective {stats.objective: .9e}  step {step:.3e}")
+def _report_end(progress, n_iter, converged, strict, max_iter):
+    """The line that ends a run: why it stopped."""
+    if converged:
+        why = "the assignments repeat" if strict else "within the stopping rule's tolerance"
+        progress.say(f"Converged at iteration {n_iter}: {why}")
+    else:
+        progress.say(f"Stopped at max_iter={max_iter} before converging")
 
 
 def shared_variance(engine, stats, row_norms=None):
@@ -392,8 +397,9 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         What to do with a centroid whose mass is zero.
     record_path : bool or "centers", default=False
         Keep a :class:`Trajectory` (with the iterates when ``"centers"``).
-    verbose : int, default=0
-        Print one line per iteration when positive.
+    verbose : int or Progress, default=0
+        Print one line per iteration, and why the run stopped, when positive
+        (:class:`~softkmeans._core.progress.Progress`).
     fit_sigma : float, default=None
         When given, re-estimate the temperature at every update as
         ``fit_sigma`` times the deviation of the isotropic Gaussian mixture's
@@ -415,7 +421,7 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     RunResult
         ``spec`` is the relaxation at the run's last temperature.
     """
-    rule = StoppingRule.of(tol)
+    rule, progress = StoppingRule.of(tol), Progress.of(verbose)
     centers = np.array(centers, dtype=np.float64)
     stats = engine.estep(centers, spec)
     path = _new_trajectory(record_path, stats, centers)
@@ -425,6 +431,7 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     test = rule.bind(engine, stats, row_norms)
     d = engine.X.shape[1]
     before = None  # the centroids whose plain update gave ``centers``, while there are some
+    strict = False  # whether the run ends at an exact fixed point
     while n_iter < max_iter:
         n_iter += 1  # one per pass: a rejected extrapolation's pass counts as an update
         new = weighted_means(stats, centers)
@@ -438,8 +445,8 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
             # a fixed point: the assignments repeat, the pass would too
             if path is not None:
                 path.add(stats, new, 0.0, 0, 0.0)
-            _report(verbose, spec.kind, n_iter, stats, 0.0)
-            done = True
+            progress.iteration(n_iter, stats, spec, 0.0)
+            done = strict = True
         else:
             step, small = test.step(new, centers, old_spec.sigma, spec.sigma)
             bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
@@ -464,7 +471,8 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
                 changes = int(np.count_nonzero(new_stats.labels != stats.labels))
                 path.add(new_stats, new, step, changes, bound)
             centers, stats = new, new_stats
-            _report(verbose, spec.kind, n_iter, stats, step)
+            progress.iteration(n_iter, stats, spec, step)
+            strict = False
         if not done:
             continue
         moved = _relocated(engine, centers, stats, spec, reassign, n_iter < max_iter, dtype)
@@ -474,8 +482,11 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
         n_iter, before = n_iter + 1, None
         centers, stats, count = moved
         n_reassigned += count
+        progress.say(f"Iteration {n_iter}: moved {count} abandoned centroids, inertia "
+                     f"{stats.inertia:.6g}")
         if path is not None:
             path.add(stats, centers, np.nan, count, np.nan)
+    _report_end(progress, n_iter, converged, converged and strict, max_iter)
     return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [],
                      n_reassigned=n_reassigned + len(reseeded))
 
@@ -560,7 +571,7 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     scale = max(float(stats.masses.max()), np.finfo(float).tiny)
     rate = 0.25  # halved here because every iteration starts by doubling the last accepted step
     row_norms = _weighted_row_norms(engine)
-    rule = StoppingRule.of(tol)
+    rule, progress = StoppingRule.of(tol), Progress.of(verbose)
     test = rule.bind(engine, stats, row_norms)
     converged, n_iter = False, 0
     for n_iter in range(1, max_iter + 1):
@@ -586,10 +597,11 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
             changes = int(np.count_nonzero(new_stats.labels != stats.labels))
             path.add(new_stats, new, step, changes, np.nan)
         centers, stats = new, new_stats
-        _report(verbose, "gradient", n_iter, stats, step)
+        progress.iteration(n_iter, stats, spec, step)
         if small:
             converged = True
             break
+    _report_end(progress, n_iter, converged, False, max_iter)
     return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [])
 
 
@@ -617,7 +629,8 @@ def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
     perturbation : float
         Standard deviation of the warm-start perturbation.
     max_iter, tol, record_path, verbose : see :func:`alternating`
-        ``max_iter`` caps each temperature and the polish separately.
+        ``max_iter`` caps each temperature and the polish separately; the
+        iterations at each temperature are printed from ``verbose=2``.
 
     Returns
     -------
@@ -627,25 +640,23 @@ def anneal(engine, centers, spec, sigmas, rng, *, perturbation, max_iter, tol,
         ``stage_objectives`` and ``stage_iters`` describe the schedule, and
         ``stages`` has one trajectory per temperature plus one for the polish.
     """
-    centers = np.array(centers, dtype=np.float64)
+    centers, progress = np.array(centers, dtype=np.float64), Progress.of(verbose)
     objectives, iters, stages, total = [], [], [], 0
     for number, sigma in enumerate(sigmas, 1):
-        if verbose:
-            print(f"[anneal] temperature {number}/{len(sigmas)}  sigma {sigma:.4e}")
+        progress.say(f"Temperature {number}/{len(sigmas)}: sigma {sigma:.4g}")
         if perturbation:
             centers = centers + perturbation * rng.standard_normal(centers.shape)
         stage = alternating(engine, centers, replace(spec, sigma=float(sigma)),
                             max_iter=max_iter, tol=tol, record_path=record_path,
-                            verbose=verbose)
+                            verbose=progress.quieter())
         centers = stage.centers
         objectives.append(stage.stats.objective)
         iters.append(stage.n_iter)
         stages += stage.stages
         total += stage.n_iter
-    if verbose:
-        print("[anneal] Lloyd's algorithm from the last temperature's centroids")
+    progress.say("Lloyd's algorithm from the last temperature's centroids")
     polish = alternating(engine, centers, HARD, max_iter=max_iter, tol=tol, empty="reseed",
-                         record_path=record_path, verbose=verbose)
+                         record_path=record_path, verbose=progress)
     return RunResult(
         polish.centers, polish.stats, total + polish.n_iter, polish.converged,
         replace(spec, sigma=float(sigmas[-1])), stages + polish.stages,
