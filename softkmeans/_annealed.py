@@ -10,7 +10,7 @@ from ._base import BaseSoftKMeans, _warn
 from ._core.mass_constrained import anneal_mass_constrained
 from ._core.optimize import HARD, anneal
 from ._core.responsibilities import RelaxationSpec, check_sigma
-from ._core.temperature import lambda_max, paper_schedule
+from ._core.temperature import paper_schedule
 
 __all__ = ["AnnealedKMeans"]
 
@@ -176,7 +176,7 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         self._sigmas = sigmas
 
     def _prepare(self, engine, first_centers):
-        lam = lambda_max(engine.X, engine.sample_weight)
+        lam = engine.lambda_max()
         self.lambda_max_ = lam
         self._prepared_critical = float(np.sqrt(lam))
         self._scale = np.sqrt(lam) if lam > 0 else 1.0

@@ -22,7 +22,6 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
 )
-from sklearn.cluster import kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -37,8 +36,6 @@ from ._core.streaming import start_stream, stream_step
 from ._core.temperature import (
     AUTO_SIGMA_SHRINK,
     auto_sigma,
-    exact_zero_distances,
-    lambda_max,
     lambda_max_floor,
 )
 from ._dask import is_dask_collection, over_dask_blocks
@@ -236,17 +233,10 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         return separate_coincident(engine, self._draw_init(X, engine, rng))
 
     def _draw_init(self, X, engine, rng):
-        """Starting centroids (float64) from the ``init`` parameter.
-
-        The random draws use the weights relative to the largest: the same
-        draws at any scale of the weights, whose sums could otherwise overflow.
-        k-means++ runs on the data as the engine shifts them for their
-        distances (a shifted copy of X, as scikit-learn's ``KMeans`` centres
-        its data), so that data far from the origin get the same seeds as
-        centred ones; the seeds are X's own rows.
-        """
+        """Starting centroids (float64) from the ``init`` parameter: the array, the
+        callable's result, or the engine's draw (``engine.draw_seeds``: k-means++ or
+        weighted rows in memory, k-means|| or weighted rows over dask blocks)."""
         k = self.n_clusters
-        w = engine.sample_weight / engine.sample_weight.max()
         if _is_array_init(self.init):
             return self._init_array.copy()
         if callable(self.init):
@@ -258,26 +248,15 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                 )
             check_init_magnitude(centers, X.dtype, "The init callable's result")
             return centers
-        if hasattr(engine, "draw_seeds"):  # data in blocks (dask): k-means|| or a weighted draw
-            return engine.draw_seeds(self.init, k, rng)
-        if self.init == "random":
-            rows = rng.choice(X.shape[0], size=k, replace=False, p=w / w.sum())
-            return np.vstack([engine.row(i) for i in rows])
-        shift = engine.distance_shift
-        data = engine.X if shift is None else engine.X - shift.astype(X.dtype)
-        _, rows = kmeans_plusplus(
-            data, k, sample_weight=w, x_squared_norms=engine.distance_norms().astype(X.dtype),
-            random_state=rng,
-        )
-        return np.vstack([engine.row(i) for i in rows])
+        return engine.draw_seeds(self.init, k, rng)
 
-    @_unchanged_on_failure
     def _init_name(self):
         """What ``init`` draws, for ``verbose`` (None: the fit draws no start)."""
         if _is_array_init(self.init):
             return "the init array"
         return "the init callable" if callable(self.init) else str(self.init)
 
+    @_unchanged_on_failure
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering.
 
@@ -334,8 +313,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             if best is None or self._run_key(run) < self._run_key(best):
                 best = run
         run = _at_stored_precision(best, X.dtype, engine)
-        if hasattr(engine, "persist"):  # a blockwise engine's per-row statistics are lazy
-            run = dataclasses.replace(run, stats=engine.persist(run.stats))
+        run = dataclasses.replace(run, stats=engine.persist(run.stats))
         self._store_run(run, X.dtype, engine)
         del self._progress
         if not self.converged_:
@@ -406,7 +384,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                     f"This {type(self).__name__} has no critical_sigma_: it is not fitted or "
                     "was fitted by partial_fit; softkmeans.diagnostics.critical_sigma(X) "
                     "computes it from the data.")
-            self._critical_sigma = float(np.sqrt(_lambda_max(engine)))
+            self._critical_sigma = float(np.sqrt(engine.lambda_max()))
             self._critical_source = None
         return self._critical_sigma
 
@@ -645,12 +623,12 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         self._prepared_critical = None
         self._sigma_shrink = AUTO_SIGMA_SHRINK if self.sigma == "auto" else None
         if self._sigma_shrink:
-            mean_sq, apart = _start_distances(engine, first_centers)
+            mean_sq, apart = engine.start_distances(first_centers)
             # the rule of auto_sigma on the weighted mean of the squared distances; the data's
             # scale only where every observation sits on a starting centroid
             lam = 1.0
             if mean_sq == 0:
-                lam = _lambda_max(engine)
+                lam = engine.lambda_max()
                 self._prepared_critical = float(np.sqrt(lam))
             sigma = auto_sigma(np.array([mean_sq]), np.ones(1), engine.X.shape[1],
                                fallback_scale=lam)
@@ -826,28 +804,3 @@ _FIT_ONLY_ATTRIBUTES = ("labels_", "inertia_", "n_iter_", "converged_", "objecti
                         "margin_min_", "identification_sigma_", "_critical_sigma",
                         "_critical_source", "beta_",
                         "gap_", "n_unidentified_", "path_")
-
-
-def _lambda_max(engine):
-    """``lambda_max`` of the engine's data (a blockwise engine reduces it over its blocks)."""
-    if hasattr(engine, "lambda_max"):
-        return engine.lambda_max()
-    return lambda_max(engine.X, engine.sample_weight)
-
-
-def _start_distances(engine, centers):
-    """``(weighted mean, any positive)`` of the squared distances to the nearest of ``centers``.
-
-    Observations equal to a centroid count as 0 exactly
-    (:func:`~softkmeans._core.temperature.exact_zero_distances`); "any
-    positive" is over the observations of positive weight. A blockwise engine
-    reduces them over its blocks.
-    """
-    if hasattr(engine, "start_distances"):
-        return engine.start_distances(centers)
-    start = engine.estep(centers, _HARD, with_sums=False)
-    dmin = exact_zero_distances(engine.X, centers, start.labels, start.dmin, engine.x_sq,
-                                engine.unit_roundoff)
-    weights = engine.sample_weight
-    return (float(np.average(dmin, weights=weights / weights.max())),
-            bool(np.any(dmin[weights > 0] > 0)))

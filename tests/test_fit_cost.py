@@ -28,7 +28,7 @@ def test_a_fit_at_max_iter_1_makes_its_passes_only(blobs, monkeypatch, Estimator
     real = NumbaEngine._pass
     monkeypatch.setattr(NumbaEngine, "_pass", lambda self, *a, **k: count.append(1)
                         or real(self, *a, **k))
-    monkeypatch.setattr("softkmeans._base._lambda_max", lambda engine: count.append("lambda"))
+    monkeypatch.setattr(NumbaEngine, "lambda_max", lambda self: count.append("lambda"))
     Estimator(4, sigma=0.5, init=centers + 0.3, max_iter=1, backend="numba").fit(X.astype(dtype))
     assert count == [1, 1]
 

@@ -125,7 +125,7 @@ def _reseed_empty(new_centers, stats, engine, used, parked=None):
     if empty.size == 0:
         return new_centers
     scores = stats.dmin * engine.sample_weight
-    order = _largest_first(scores, empty.size + len(used))
+    order = engine.top_rows(scores, empty.size + len(used))
     candidates = order[~np.isin(order, list(used))][: empty.size]
     parked = set() if parked is None else parked
     for j, i in zip(empty, candidates, strict=False):
@@ -136,17 +136,6 @@ def _reseed_empty(new_centers, stats, engine, used, parked=None):
         used.add(int(i))
         new_centers[j] = engine.row(i)
     return new_centers
-
-
-def _largest_first(scores, count):
-    """Indices of the ``count`` largest ``scores``, the largest first, ties in index order.
-
-    A dask array (a blockwise engine's per-row statistics) takes its top ``count``
-    blockwise rather than gathering the scores to sort them.
-    """
-    if hasattr(scores, "argtopk"):
-        return np.asarray(scores.argtopk(count).compute())
-    return np.argsort(-scores, kind="stable")[:count]
 
 
 def weighted_means(stats, centers):

@@ -276,7 +276,7 @@ class BlockwiseEngine:
 
     def start_distances(self, centers):
         """``(weighted mean, any positive)`` of the squared distances to the nearest of
-        ``centers`` (see :func:`softkmeans._base._start_distances`)."""
+        ``centers`` (see :meth:`softkmeans._engines._in_memory.InMemorySteps.start_distances`)."""
         centers = np.asarray(centers, dtype=np.float64)
         parts = self.map_blocks(_start_terms, dask.delayed(centers), self._weight_scale(),
                           self._options, chunks=(1, 3), dtype=np.float64)
@@ -291,6 +291,11 @@ class BlockwiseEngine:
         """Starting centroids for ``init="k-means++"`` (k-means||) or ``"random"``
         (:func:`softkmeans._dask.seeding.draw_seeds`)."""
         return draw_seeds(self, init, n_clusters, rng)
+
+    def top_rows(self, scores, count):
+        """Indices of the ``count`` largest of the per-row ``scores`` (a dask array), the
+        largest first, taken blockwise."""
+        return np.asarray(scores.argtopk(count).compute())
 
     def relative_weights(self):
         """The weights over the largest, as a column dask array, or None for unit weights."""

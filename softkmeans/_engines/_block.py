@@ -13,10 +13,12 @@ in its kernels instead.
 
 import numpy as np
 
+from ._in_memory import InMemorySteps
+
 __all__ = ["BlockEngine"]
 
 
-class BlockEngine:
+class BlockEngine(InMemorySteps):
     """The derived passes over ``_blocks``; subclasses provide the blocks.
 
     A subclass defines ``n_samples``, ``sample_weight`` (host float64) and:

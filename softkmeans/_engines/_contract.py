@@ -7,7 +7,10 @@ engines through this contract only; ``tests/test_engines.py`` checks every
 engine against the numpy reference through it. The passes beside ``estep``
 are written once over row blocks of distances (:class:`._block.BlockEngine`)
 for the array-namespace engines (:mod:`._array`: the numpy reference, and the
-CuPy engine); the numba engine runs them in its kernels.
+CuPy engine); the numba engine runs them in its kernels. The whole-data steps
+(``lambda_max`` to ``persist``) are written once for data in memory
+(:class:`._in_memory.InMemorySteps`); a new engine over data in memory mixes
+that class in and writes the passes.
 """
 
 from typing import Protocol, runtime_checkable
@@ -84,3 +87,22 @@ class Engine(Protocol):
 
     def log_sum_exp(self, centers: np.ndarray, sigma: float) -> np.ndarray:
         """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
+
+    # The whole-data steps of a fit (:class:`._in_memory.InMemorySteps` for data in memory).
+    def lambda_max(self) -> float:
+        """Largest eigenvalue of the weighted covariance of X (the critical ``sigma^2``)."""
+
+    def start_distances(self, centers: np.ndarray) -> tuple[float, bool]:
+        """``(weighted mean, any positive)`` of the squared distances to the nearest of
+        ``centers``, observations equal to a centroid at exactly 0."""
+
+    def draw_seeds(self, init: str, n_clusters: int, rng) -> np.ndarray:
+        """``n_clusters`` float64 rows of X drawn by ``init`` (``"k-means++"`` or
+        ``"random"``, weighted) with ``rng``, a ``numpy.random.RandomState``."""
+
+    def top_rows(self, scores, count: int) -> np.ndarray:
+        """Indices of the ``count`` largest per-row ``scores`` (as a pass returns them),
+        the largest first, ties in index order."""
+
+    def persist(self, stats: PassStats) -> PassStats:
+        """The pass statistics a fitted model keeps, computed (lazy ones evaluated)."""

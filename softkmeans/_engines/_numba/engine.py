@@ -36,6 +36,7 @@ from ..._core.responsibilities import RelaxationSpec
 from .._array import NumpyEngine, first_equal_rows, row_sq_norms
 from .._chunks import row_blocks
 from .._conditioning import centering_shift, power_of_two_scale
+from .._in_memory import InMemorySteps
 from .._stats import PassStats
 from .blas import blas_at_one_thread
 from .jit import read_only
@@ -119,7 +120,7 @@ def _lower_exponents(centers, candidates, labels, dmin):
     return lower.min(axis=1, initial=np.inf)
 
 
-class NumbaEngine:
+class NumbaEngine(InMemorySteps):
     """Chunked passes over one data set, compiled with numba and run in parallel.
 
     The contract of :class:`~softkmeans._engines._contract.Engine`, with the
