@@ -99,3 +99,21 @@ def test_a_dask_fit_moves_the_same_centroids_as_in_memory(Estimator):
     assert memory.n_reassigned_ >= 1 and blocks.n_reassigned_ == memory.n_reassigned_
     np.testing.assert_allclose(blocks.cluster_centers_, memory.cluster_centers_, rtol=1e-12,
                                atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_every_engine_moves_the_centroids_the_reference_moves(Estimator, dtype, sparse, backend):
+    import scipy.sparse as sps
+
+    X, _, start = _components(seed=1)
+    reference = Estimator(6, init=start, random_state=3, backend="numpy").fit(X)
+    data = X.astype(dtype)
+    model = Estimator(6, init=start, random_state=3, backend=backend).fit(
+        sps.csr_matrix(data) if sparse else data)
+    assert model.n_reassigned_ == reference.n_reassigned_ >= 1
+    tol = 1e-5 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(model.cluster_centers_, reference.cluster_centers_, rtol=tol,
+                               atol=tol * np.abs(X).max())
