@@ -192,3 +192,21 @@ def test_cheapest_merges_are_those_of_every_pair_ranked_exactly(offset):
                        for a, b in itertools.combinations(range(30), 2))
         assert [(a, b) for _, a, b in _cheapest_merges(centers, masses, 4)] == [
             (a, b) for _, a, b in every[:4]]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_growth_on_wide_sparse_rows_is_the_growth_on_their_dense_copy(weighted):
+    """Beyond EIGH_MAX_FEATURES features CSR rows stay sparse in the growth: the same
+    codebook as from the dense array, to rounding."""
+    from softkmeans._core.mass_constrained import grow_codebook
+
+    rng = np.random.default_rng(0)
+    topics = rng.uniform(size=(4, 300)) * (rng.uniform(size=(4, 300)) < 0.05)
+    X = sp.random(600, 300, density=0.03, random_state=1, format="csr")
+    X = sp.csr_matrix(X + sp.csr_matrix(topics[rng.integers(0, 4, 600)]))
+    weights = rng.uniform(0.5, 2.0, 600) if weighted else np.ones(600)
+    sparse = grow_codebook(X, weights, 4, max_iter=15)
+    dense = grow_codebook(X.toarray(), weights, 4, max_iter=15)
+    assert len(sparse.centers) == len(dense.centers) == 4
+    np.testing.assert_allclose(sparse.centers, dense.centers, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(sparse.sigmas, dense.sigmas, rtol=1e-8)

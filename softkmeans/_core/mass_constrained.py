@@ -18,15 +18,17 @@ follows these transitions: between them it jumps the temperature down to the
 next cluster's critical one, at a transition it duplicates the critical
 codevectors along their principal direction, until there are ``n_clusters``.
 
-The growth runs on a sample of the rows, held as dense float64 blocks (the
-power iterations of the principal axes, beyond :data:`EIGH_MAX_FEATURES`
-features, also keep its responsibilities, ``sample x k``); the rest of the
-annealing (the cooling tail and the Lloyd polish) runs on the engines.
+The growth runs on a sample of the rows, held as dense float64 blocks, or as
+CSR rows for sparse data beyond :data:`EIGH_MAX_FEATURES` features (the power
+iterations of the principal axes there also keep its responsibilities,
+``sample x k``); the rest of the annealing (the cooling tail and the Lloyd
+polish) runs on the engines.
 """
 
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._engines._numba.priors import add_prior_weighted
 from .hartigan import dense_rows, hartigan_moves
@@ -91,12 +93,42 @@ class GrowthResult:
     n_iter: list = field(default_factory=list)
 
 
+class _CentredRows:
+    """CSR rows minus a dense point, kept sparse: the two products the growth takes.
+
+    ``rows @ matrix`` and :meth:`transposed_times` equal those of the dense
+    centred rows, without their ``n x d`` entries.
+    """
+
+    def __init__(self, rows, point):
+        self._rows, self._point = rows, point
+        squares = np.asarray(rows.multiply(rows).sum(axis=1)).ravel()
+        self.sq_norms = np.maximum(squares - 2.0 * (rows @ point) + point @ point, 0.0)
+
+    def __matmul__(self, matrix):
+        return np.asarray(self._rows @ matrix) - self._point @ matrix
+
+    def transposed_times(self, weights):
+        """``weights^T (rows - point)``, shape ``(weights.shape[1], n_features)``."""
+        return (np.asarray(self._rows.T @ weights).T
+                - np.outer(weights.sum(axis=0), self._point))
+
+
+def _transposed_times(block, weights):
+    """``weights^T block`` for a dense block or :class:`_CentredRows`."""
+    if isinstance(block, _CentredRows):
+        return block.transposed_times(weights)
+    return weights.T @ block
+
+
 class _Sample:
     """The rows the growth runs on, centred on their weighted mean, in float64 blocks.
 
     At most :func:`sample_size` rows of X, drawn without replacement by a
     fixed seed (the growth does not depend on ``random_state``), with their
     weights relative to the largest, and each block's squared row norms.
+    Dense blocks, except CSR rows beyond :data:`EIGH_MAX_FEATURES` features,
+    which stay sparse (:class:`_CentredRows`): only products reach them there.
     """
 
     def __init__(self, X, sample_weight, n_clusters):
@@ -109,11 +141,17 @@ class _Sample:
         self.mean = weighted_mean(X[rows], weights)
         self.scale = 1.0  # the data's spread, set by grow_codebook
         self._blocks = []
+        sparse = sp.issparse(X) and X.shape[1] > EIGH_MAX_FEATURES
         step = max(1, _BLOCK_ELEMENTS // max(1, X.shape[1]))
         for start in range(0, rows.size, step):
-            block = dense_rows(X, rows[start:start + step]) - self.mean
-            self._blocks.append((weights[start:start + step], block,
-                                 np.einsum("ij,ij->i", block, block)))
+            chosen = rows[start:start + step]
+            if sparse:
+                block = _CentredRows(sp.csr_matrix(X[chosen], dtype=np.float64), self.mean)
+                block_sq = block.sq_norms
+            else:
+                block = dense_rows(X, chosen) - self.mean
+                block_sq = np.einsum("ij,ij->i", block, block)
+            self._blocks.append((weights[start:start + step], block, block_sq))
 
     def blocks(self):
         """``(weights, centred rows, their squared norms)`` of each block."""
@@ -148,6 +186,14 @@ def _update(data, centers, log_prior, sigma_sq):
     sums, masses, log_z = np.zeros((k, d)), np.zeros(k), 0.0
     two_sigma_sq = 2.0 * sigma_sq
     for w, block, block_sq in data.blocks():
+        if isinstance(block, _CentredRows):
+            resp, block_log_z = _responsibilities(block, block_sq, centers, log_prior,
+                                                  two_sigma_sq)
+            resp *= w[:, None]
+            sums += block.transposed_times(resp)
+            masses += resp.sum(axis=0)
+            log_z += float(w @ block_log_z)
+            continue
         logits = block @ (centers.T * (2.0 / two_sigma_sq))
         logits += log_prior - np.einsum("ij,ij->i", centers, centers) / two_sigma_sq
         log_z += add_prior_weighted(block, w, logits, -block_sq / two_sigma_sq, sums, masses)
@@ -213,7 +259,7 @@ def _power_axes(data, centers, log_prior, sigma_sq, start):
         offsets = np.einsum("ij,ij->i", centers, axes)
         for r, (_, block, _) in zip(weighted, data.blocks(), strict=True):
             along = r * (block @ axes.T - offsets)  # r_ij (x_i - mu_j) . a_j
-            out += along.T @ block - along.sum(axis=0)[:, None] * centers
+            out += _transposed_times(block, along) - along.sum(axis=0)[:, None] * centers
         return out / np.maximum(masses, np.finfo(float).tiny)[:, None]
 
     for _ in range(_AXIS_ITERATIONS):
