@@ -258,6 +258,85 @@ def test_bad_arguments_are_named(call, match):
         call(h, centers)
 
 
+@pytest.mark.parametrize("alpha", [1.5, 2.0, 1.25])
+@pytest.mark.parametrize("shape", [(0, 5), (2, 0, 5), (3, 0)])
+def test_entmax_of_nothing_is_empty(alpha, shape):
+    z = torch.zeros(shape, dtype=torch.float64, requires_grad=True)
+    p = entmax(z, alpha)
+    assert p.shape == shape
+    p.sum().backward()
+    assert z.grad.shape == shape
+
+
+@pytest.mark.parametrize("kind", [*LOSSES, "expected", "hard"])
+def test_losses_and_responsibilities_on_no_rows(kind):
+    """No rows: "none" is empty, "sum" is 0 and "mean" NaN (0 / 0), as torch's losses
+    (``mse_loss`` of empty tensors is NaN)."""
+    _, centers = problem(k=3)
+    h = torch.zeros(2, 0, 2, dtype=torch.float64, requires_grad=True)
+    fn = {"expected": expected_distortion,
+          "hard": lambda a, c, s, **kw: hard_kmeans_loss(a, c, **kw)}.get(kind) or LOSSES.get(kind)
+    assert fn(h, centers, 0.5, reduction="none").shape == (2, 0)
+    total = fn(h, centers, 0.5, reduction="sum")
+    assert total.item() == 0.0
+    total.backward()
+    assert h.grad.shape == h.shape
+    assert torch.isnan(fn(h, centers, 0.5))
+    assert torch.isnan(torch.nn.functional.mse_loss(h[0], h[0]))
+    if kind in ALPHAS:
+        assert responsibilities(h, centers, 0.5, alpha=ALPHAS[kind]).shape == (2, 0, 3)
+
+
+@pytest.mark.parametrize("alpha", [1.25, 1.5, 2.0])
+def test_a_nan_makes_its_row_nan(alpha):
+    """As torch.softmax: the row with a NaN is NaN, with a NaN gradient; others are
+    untouched."""
+    nan = float("nan")
+    z = torch.tensor([[0.0, nan, 1.0], [0.0, 0.5, 1.0]], dtype=torch.float64,
+                     requires_grad=True)
+    p = entmax(z, alpha)
+    assert torch.isnan(p[0]).all()
+    assert torch.equal(p[1], entmax(z[1:].detach(), alpha)[0])
+    (p * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)).sum().backward()
+    assert torch.isnan(z.grad[0]).all() and torch.isfinite(z.grad[1]).all()
+    assert torch.isnan(torch.softmax(z.detach(), -1)[0]).all()
+    h, centers = problem(n=4, k=3)
+    h[2, 1] = nan
+    for a in (None, alpha):
+        r = responsibilities(h, centers, 0.5, alpha=a)
+        assert torch.isnan(r[2]).all() and torch.isfinite(r[[0, 1, 3]]).all(), a
+
+
+@pytest.mark.parametrize("value", [-0.5, 0.0, float("nan"), float("inf")])
+def test_a_tensor_sigma_is_checked_when_eager(value):
+    """Eagerly a tensor sigma is checked like a float one (one host sync)."""
+    h, centers = problem()
+    sigma = torch.tensor(value, dtype=torch.float64)
+    for fn in (kmeans_loss, entmax_kmeans_loss, expected_distortion, responsibilities):
+        with pytest.raises(ValueError, match="sigma must be a positive finite number"):
+            fn(h, centers, sigma)
+
+
+def test_what_an_unchecked_tensor_sigma_gives_under_compile():
+    """Compiled (no host sync, no check): 0 is the hard limit, a negative sigma acts as its
+    absolute value, inf gives uniform responsibilities and NaN gives NaN."""
+    h, centers = problem(n=10, k=3)
+    torch._dynamo.reset()
+    loss = torch.compile(lambda s: kmeans_loss(h, centers, s, reduction="none"),
+                         fullgraph=True, backend="aot_eager")
+    resp = torch.compile(lambda s: responsibilities(h, centers, s), fullgraph=True,
+                         backend="aot_eager")
+
+    def tensor(value):
+        return torch.tensor(value, dtype=torch.float64)
+
+    np.testing.assert_allclose(loss(tensor(0.0)), hard_kmeans_loss(h, centers, reduction="none"),
+                               rtol=1e-12)
+    assert torch.equal(loss(tensor(-0.5)), loss(tensor(0.5)))
+    np.testing.assert_allclose(resp(tensor(float("inf"))), 1 / 3, rtol=1e-15)
+    assert torch.isnan(loss(tensor(float("nan")))).all()
+
+
 def test_autocast_computes_distances_in_float32():
     h, centers = problem(n=64, k=5, d=8, dtype=torch.float32)
     h = h * 100 + 1000  # far from the origin: bfloat16 distances would be off by ~1e4
