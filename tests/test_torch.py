@@ -1259,6 +1259,30 @@ def test_vector_quantizer_bad_masks_and_codebooks_are_named():
 
 
 
+def test_vq_comparison_script_runs_at_a_tiny_size():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "vq_compare.py"
+    spec = importlib.util.spec_from_file_location("vq_compare", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = script.parse(["--codes", "8", "--dim", "4", "--gaussians", "3", "--steps", "3",
+                         "--batch", "32", "--held-out", "64", "--seeds", "2"])
+    results = [script.run_seed(seed, args) for seed in range(2)]
+    names = list(results[0])
+    assert names[-len(script.OURS):] == list(script.OURS)
+    assert len(names) == len(script.OURS) + (importlib.util.find_spec(
+        "vector_quantize_pytorch") is not None)
+    for seed in results:
+        assert seed[names[0]]["ratio"] == 1.0
+        for name, row in seed.items():
+            assert 1 <= row["used"] <= 8 and 1 <= row["perplexity"] <= 8, name
+            assert 0 < row["mse"] < 1 and row["ms"] > 0, name
+    lines = script.table(results, args).splitlines()
+    assert len(lines) == 4 + len(names) and all(line == line.rstrip() for line in lines)
+
+
 # ----------------------------------------------------------------------------- documentation
 
 
@@ -1287,13 +1311,14 @@ def test_the_code_of_the_user_guide_runs(capsys):
 
     page = Path(__file__).resolve().parents[1] / "doc" / "torch.rst"
     blocks = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", page.read_text())
-    assert len(blocks) == 2
-    namespace = {}
-    for block in blocks:
+    assert len(blocks) == 3
+    namespaces = [{} for _ in blocks]  # each block runs on its own, imports included
+    for block, namespace in zip(blocks, namespaces, strict=True):
         exec(compile("\n".join(line[3:] for line in block.splitlines()), str(page), "exec"),
              namespace)
-    assert namespace["labels"].shape == (512,)
-    assert namespace["quantized"].shape == (32, 8, 8, 64)
+    assert namespaces[0]["labels"].shape == (512,)
+    assert namespaces[1]["quantized"].shape == (32, 8, 8, 64)
+    assert namespaces[2]["decoded"].shape == (16, 50, 96)
     printed = capsys.readouterr().out.split()
     assert len(printed) == 6 and all(float(r) > 1 for r in printed[1::2])
 
