@@ -1022,6 +1022,7 @@ def test_kmeans_term_on_no_rows_keeps_its_state():
         assert torch.equal(value, state[name]), name
     assert torch.isfinite(term.sigma)
     assert term.responsibilities(empty).shape == (0, 3) and term.predict(empty).shape == (0,)
+    assert np.isnan(term.critical_ratio(empty)) and np.isnan(critical_ratio(empty, 1.0))
 
 
 def test_kmeans_term_refuses_a_state_dict_with_another_sigma():
@@ -1170,6 +1171,9 @@ def test_kmeans_initialization_uses_softkmeans():
     assert hard_kmeans_loss(z, auto.codebook) < 0.8 * hard_kmeans_loss(z, drawn.codebook)
     with pytest.raises(ValueError, match="needs at least num_codes=16 vectors; got 10"):
         SoftVectorQuantizer(16, 8, kmeans_init=True)(z[:10])
+    waiting = SoftVectorQuantizer(16, 8, kmeans_init=True)
+    waiting(z, mask=torch.zeros(400, dtype=torch.bool))  # no vectors: no K-Means, no state
+    assert not bool(waiting.initialized) and int(waiting.steps) == 0
 
 
 def test_cosine_codebook_lives_on_the_sphere():

@@ -777,6 +777,7 @@ def critical_ratio(h, sigma):
     Returns
     -------
     float
+        NaN for an ``h`` without rows (no covariance).
 
     Examples
     --------
@@ -786,9 +787,11 @@ def critical_ratio(h, sigma):
     >>> critical_ratio(h, sigma=0.5)
     4.0
     """
-    rows = h.detach().reshape(-1, h.shape[-1]).to(torch.float64)
-    centered = rows - rows.mean(0)
-    cov = centered.T @ centered / max(rows.shape[0], 1)
-    lam = float(torch.linalg.eigvalsh(cov)[-1]) if cov.numel() else 0.0
     sigma = float(_check_sigma(sigma))
+    rows = h.detach().reshape(-1, h.shape[-1]).to(torch.float64)
+    if not rows.shape[0]:
+        return math.nan
+    centered = rows - rows.mean(0)
+    cov = centered.T @ centered / rows.shape[0]
+    lam = float(torch.linalg.eigvalsh(cov)[-1]) if cov.numel() else 0.0
     return lam / sigma**2

@@ -509,8 +509,10 @@ class SoftVectorQuantizer(_Collective, nn.Module):
         Assignments per step below which a code is dead.
     kmeans_init : bool, default=False
         Set the codebook by :meth:`init_codebook` (K-Means) on the first training
-        batch instead of drawing inputs. Needs an eager first step (or a call to
-        :meth:`init_codebook`) under ``torch.compile``, whose graph draws inputs.
+        batch with vectors instead of drawing inputs; that batch needs at least
+        ``num_codes`` of them (else ValueError: call :meth:`init_codebook` on more).
+        Needs an eager first step (or a call to :meth:`init_codebook`) under
+        ``torch.compile``, whose graph draws inputs.
     cosine : bool, default=False
         Normalize the vectors and the codes to unit length: nearest by cosine
         similarity, codes on the sphere (the outputs too).
@@ -846,13 +848,7 @@ class SoftVectorQuantizer(_Collective, nn.Module):
         clean = self._sanitized(rows, keep)
         train = self.training and rows.shape[0] > 0
         if train:
-            if self.kmeans_init and not torch.compiler.is_compiling() and not bool(
-                    self.initialized):
-                self.init_codebook(z, mask)
-            count = (clean.new_full((), clean.shape[0]) if keep is None
-                     else keep.sum().to(clean.dtype))
-            self._maintain(clean, self._keys(clean, keep),
-                           self._sum_over_processes([count])[0])
+            self._before_step(z, mask, clean, keep)
         codebook = self.codebook.to(rows.dtype)
         with torch.no_grad():
             dist = _sq_distances(clean, codebook.detach())
@@ -867,6 +863,15 @@ class SoftVectorQuantizer(_Collective, nn.Module):
         if train:
             self._train_step(clean, keep, dist, codes, sigma)
         return self._output(z, x, quantized + (rows - rows.detach()), codes, loss, mask)
+
+    def _before_step(self, z, mask, rows, keep):
+        """K-Means on the first batch with vectors (``kmeans_init``, eager), then the
+        draws and resets of :meth:`_maintain`."""
+        count = rows.new_full((), rows.shape[0]) if keep is None else keep.sum().to(rows.dtype)
+        if self.kmeans_init and not torch.compiler.is_compiling() and not bool(
+                self.initialized) and bool(count > 0):
+            self.init_codebook(z, mask)
+        self._maintain(rows, self._keys(rows, keep), self._sum_over_processes([count])[0])
 
     def _codebook_loss(self, rows, codebook, quantized, sigma):
         """Per row: ``||sg(z) - q||^2`` (hard) or the relaxed objective of ``sg(z)``."""
