@@ -1151,6 +1151,20 @@ def test_usage_is_bias_corrected_and_resets_read_it(decay):
     assert torch.equal(moved, dead)
 
 
+def test_a_codebook_set_mid_training_starts_its_statistics_afresh():
+    """Usage after set_codebook is that of the steps since (not a cold average read as
+    dead codes at the next reset)."""
+    z = _gaussians(256, 8)
+    vq = SoftVectorQuantizer(16, 8, assignment="hard", reset_every=2, dead_threshold=1.0)
+    for _ in range(20):
+        vq(z)
+    start = _gaussians(16, 8, seed=1)
+    vq.set_codebook(start)
+    assert int(vq.steps) == 0 and not vq.usage.any()
+    codes = vq(z).codes
+    np.testing.assert_allclose(vq.usage, torch.bincount(codes, minlength=16).float())
+
+
 def test_kmeans_initialization_uses_softkmeans():
     from softkmeans import SoftKMeans
 
@@ -1260,6 +1274,8 @@ def test_vector_quantizer_bad_masks_and_codebooks_are_named():
         vq(z, mask=torch.ones(15, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"codebook must have shape \(8, 4\)"):
         vq.set_codebook(torch.zeros(8, 3))
+    with pytest.raises(TypeError, match="z must be a torch tensor; got ndarray"):
+        vq(np.zeros((3, 4)))
 
 
 

@@ -618,7 +618,9 @@ class SoftVectorQuantizer(_Collective, nn.Module):
         return nn.functional.normalize(vectors, dim=-1) if self.cosine else vectors
 
     def _check_input(self, z, mask):
-        if z.shape[-1] != self.dim:
+        if not isinstance(z, torch.Tensor):
+            raise TypeError(f"z must be a torch tensor; got {type(z).__name__}.")
+        if z.dim() < 1 or z.shape[-1] != self.dim:
             raise ValueError(f"z must have shape (..., {self.dim}); got {tuple(z.shape)}.")
         if mask is None:
             return
@@ -649,7 +651,7 @@ class SoftVectorQuantizer(_Collective, nn.Module):
 
     @staticmethod
     def _masked_mean(values, keep, dim):
-        """Sum of the kept per-row ``values`` over ``dim`` times their number (0 on none)."""
+        """The mean of the kept per-row ``values``, divided by ``dim`` (0 on none)."""
         if keep is None:
             return values.sum() / (values.shape[0] * dim) if values.shape[0] else values.sum()
         total = torch.where(keep, values, 0.0).sum()
@@ -659,8 +661,10 @@ class SoftVectorQuantizer(_Collective, nn.Module):
 
     @torch.no_grad()
     def set_codebook(self, codebook):
-        """Take ``codebook`` (shape ``(num_codes, codebook_dim)``) as the codes, fresh
-        statistics, and mark the layer initialized (rank 0's codes when synced).
+        """Take ``codebook`` (shape ``(num_codes, codebook_dim)``) as the codes and mark
+        the layer initialized (rank 0's codes when synced). The statistics start
+        afresh: moving averages and step count at 0, so that the usage is that of the
+        steps from now on and no reset comes at the next step.
 
         Returns
         -------
@@ -671,7 +675,7 @@ class SoftVectorQuantizer(_Collective, nn.Module):
                              f"{tuple(codebook.shape)}.")
         codes = self._on_sphere(codebook.to(self.codebook))
         self.codebook.copy_(self._from_first_process(codes))
-        for buffer in (self.ema_sums, self.ema_counts, self.usage):
+        for buffer in (self.ema_sums, self.ema_counts, self.usage, self.steps):
             buffer.zero_()
         self.initialized.fill_(True)
         return self
@@ -733,11 +737,12 @@ class SoftVectorQuantizer(_Collective, nn.Module):
     # ------------------------------------------------------------------------- bookkeeping
 
     def _rate(self, dtype):
-        """Weight of the coming step in the bias-corrected moving averages."""
+        """Weight of the coming step in the bias-corrected moving averages (exactly 1 on
+        the first step: the averages are then that step's statistics)."""
         t = (self.steps + 1).to(dtype)
         if self.decay == 1.0:
             return 1.0 / t
-        return (1.0 - self.decay) / (1.0 - torch.pow(self.decay, t))
+        return torch.where(t > 1, (1.0 - self.decay) / (1.0 - torch.pow(self.decay, t)), 1.0)
 
     def _keys(self, rows, keep):
         """Random sort keys of the rows, masked ones (key >= 1) last."""
