@@ -319,7 +319,7 @@ def test_a_tensor_sigma_is_checked_when_eager(value):
 
 def test_what_an_unchecked_tensor_sigma_gives_under_compile():
     """Compiled (no host sync, no check): 0 is the hard limit, a negative sigma acts as its
-    absolute value, inf gives uniform responsibilities and NaN gives NaN."""
+    absolute value, inf gives uniform responsibilities and a loss of -inf, NaN gives NaN."""
     h, centers = problem(n=10, k=3)
     torch._dynamo.reset()
     loss = torch.compile(lambda s: kmeans_loss(h, centers, s, reduction="none"),
@@ -334,6 +334,7 @@ def test_what_an_unchecked_tensor_sigma_gives_under_compile():
                                rtol=1e-12)
     assert torch.equal(loss(tensor(-0.5)), loss(tensor(0.5)))
     np.testing.assert_allclose(resp(tensor(float("inf"))), 1 / 3, rtol=1e-15)
+    assert torch.isneginf(loss(tensor(float("inf")))).all()
     assert torch.isnan(loss(tensor(float("nan")))).all()
 
 

@@ -527,7 +527,7 @@ _SIGMA = """
         A tensor is checked to be positive and finite eagerly (one host sync); not
         while compiling or under torch.func, where 0 gives the hard limit, a
         negative value acts as its absolute value, inf gives uniform
-        responsibilities and NaN gives NaN."""
+        responsibilities (and losses of -inf) and NaN gives NaN."""
 
 
 @_fill_doc
