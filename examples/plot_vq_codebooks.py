@@ -42,19 +42,32 @@ RULES = {"hard, EMA": ("hard", "ema", None), "hard + reset, EMA": ("hard", "ema"
          "softmax, gradient": ("softmax", "gradient", None)}
 
 
-def train(rule, X_train, X_test):
-    """Train one VQ autoencoder; (codes used, perplexity, test MSE)."""
-    from softkmeans.torch import SoftVectorQuantizer, code_usage
-
-    assignment, update, reset = rule
+def autoencoder():
+    """Encoder and decoder, with the same initial weights for every rule."""
     torch.manual_seed(0)
     nn = torch.nn
     encoder = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, VECTORS * DIM))
     decoder = nn.Sequential(nn.Linear(VECTORS * DIM, 128), nn.ReLU(), nn.Linear(128, 64))
+    return encoder, decoder
+
+
+def kmeans_codebook(X_train):
+    """K-Means codes of the untrained encoder's latents: every code starts in use."""
+    from softkmeans.torch import SoftVectorQuantizer
+
+    with torch.no_grad():
+        latents = autoencoder()[0](X_train).reshape(-1, DIM)
+        return SoftVectorQuantizer(CODES, DIM).init_codebook(latents, random_state=0).codebook
+
+
+def train(rule, X_train, X_test, codebook):
+    """Train one VQ autoencoder from ``codebook``; (codes used, perplexity, test MSE)."""
+    from softkmeans.torch import SoftVectorQuantizer, code_usage
+
+    assignment, update, reset = rule
+    encoder, decoder = autoencoder()
     vq = SoftVectorQuantizer(CODES, DIM, assignment=assignment, update=update,
-                             reset_every=reset)
-    with torch.no_grad():  # K-Means on the pretraining latents: every code starts in use
-        vq.init_codebook(encoder(X_train).reshape(-1, DIM), random_state=0)
+                             reset_every=reset).set_codebook(codebook)
     optimizer = torch.optim.Adam([*encoder.parameters(), *decoder.parameters(),
                                   *vq.parameters()], 2e-3)
     gen = torch.Generator().manual_seed(0)
@@ -82,7 +95,8 @@ def main():
     X = torch.tensor(load_digits().data / 16.0, dtype=torch.float32)
     order = torch.randperm(len(X), generator=torch.Generator().manual_seed(0))
     X_train, X_test = X[order[:1400]], X[order[1400:]]
-    results = {name: train(rule, X_train, X_test) for name, rule in RULES.items()}
+    codebook = kmeans_codebook(X_train)
+    results = {name: train(rule, X_train, X_test, codebook) for name, rule in RULES.items()}
     for name, (used, perplexity, mse) in results.items():
         print(f"{name:>18}: {used:3d} codes used, perplexity {perplexity:6.1f}, "
               f"MSE {mse:.4f}")
