@@ -1253,6 +1253,10 @@ def test_masked_positions_take_no_part():
         assert (out.quantized[~mask] == 0).all() and torch.isclose(out.loss, want.loss)
     for name, value in ref.state_dict().items():
         np.testing.assert_allclose(ours.state_dict()[name], value, rtol=1e-12, err_msg=name)
+    x = padded.double().requires_grad_(True)
+    out = ours(x, mask=mask)
+    (out.quantized.sum() + out.loss).backward()
+    assert (x.grad[~mask] == 0).all() and torch.isfinite(x.grad[mask]).all()
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

@@ -633,21 +633,17 @@ class SoftVectorQuantizer(_Collective, nn.Module):
 
     def _vectors(self, z, mask):
         """The vectors to quantize, as rows in the compute dtype (on the sphere with
-        ``cosine``), the projected input, and which rows are kept (None: all)."""
+        ``cosine``; masked rows at 0, so that a NaN in padding spreads nowhere, not
+        even into gradients), the projected input, and which rows are kept (None:
+        all)."""
         self._check_input(z, mask)
         x = self.project_in(z)
         dtype = _compute_dtype(x, self.codebook)
         rows = self._on_sphere(x.reshape(-1, self.codebook_dim).to(dtype))
-        keep = None if mask is None else mask[..., None].expand(
-            *mask.shape, self.heads).reshape(-1)
-        return rows, x, keep
-
-    @staticmethod
-    def _sanitized(rows, keep):
-        """``rows`` without gradient and with masked rows at 0 (a NaN in padding spreads
-        nowhere)."""
-        rows = rows.detach()
-        return rows if keep is None else torch.where(keep[:, None], rows, 0.0)
+        if mask is None:
+            return rows, x, None
+        keep = mask[..., None].expand(*mask.shape, self.heads).reshape(-1)
+        return torch.where(keep[:, None], rows, 0.0), x, keep
 
     @staticmethod
     def _masked_mean(values, keep, dim):
@@ -850,7 +846,7 @@ class SoftVectorQuantizer(_Collective, nn.Module):
             output 0 and the code -1.
         """
         rows, x, keep = self._vectors(z, mask)
-        clean = self._sanitized(rows, keep)
+        clean = rows.detach()
         train = self.training and rows.shape[0] > 0
         if train:
             self._before_step(z, mask, clean, keep)
