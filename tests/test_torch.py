@@ -258,6 +258,86 @@ def test_bad_arguments_are_named(call, match):
         call(h, centers)
 
 
+@pytest.mark.parametrize("alpha", [1.5, 2.0, 1.25])
+@pytest.mark.parametrize("shape", [(0, 5), (2, 0, 5), (3, 0)])
+def test_entmax_of_nothing_is_empty(alpha, shape):
+    z = torch.zeros(shape, dtype=torch.float64, requires_grad=True)
+    p = entmax(z, alpha)
+    assert p.shape == shape
+    p.sum().backward()
+    assert z.grad.shape == shape
+
+
+@pytest.mark.parametrize("kind", [*LOSSES, "expected", "hard"])
+def test_losses_and_responsibilities_on_no_rows(kind):
+    """No rows: "none" is empty, "sum" is 0 and "mean" NaN (0 / 0), as torch's losses
+    (``mse_loss`` of empty tensors is NaN)."""
+    _, centers = problem(k=3)
+    h = torch.zeros(2, 0, 2, dtype=torch.float64, requires_grad=True)
+    fn = {"expected": expected_distortion,
+          "hard": lambda a, c, s, **kw: hard_kmeans_loss(a, c, **kw)}.get(kind) or LOSSES.get(kind)
+    assert fn(h, centers, 0.5, reduction="none").shape == (2, 0)
+    total = fn(h, centers, 0.5, reduction="sum")
+    assert total.item() == 0.0
+    total.backward()
+    assert h.grad.shape == h.shape
+    assert torch.isnan(fn(h, centers, 0.5))
+    assert torch.isnan(torch.nn.functional.mse_loss(h[0], h[0]))
+    if kind in ALPHAS:
+        assert responsibilities(h, centers, 0.5, alpha=ALPHAS[kind]).shape == (2, 0, 3)
+
+
+@pytest.mark.parametrize("alpha", [1.25, 1.5, 2.0])
+def test_a_nan_makes_its_row_nan(alpha):
+    """As torch.softmax: the row with a NaN is NaN, with a NaN gradient; others are
+    untouched."""
+    nan = float("nan")
+    z = torch.tensor([[0.0, nan, 1.0], [0.0, 0.5, 1.0]], dtype=torch.float64,
+                     requires_grad=True)
+    p = entmax(z, alpha)
+    assert torch.isnan(p[0]).all()
+    assert torch.equal(p[1], entmax(z[1:].detach(), alpha)[0])
+    (p * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)).sum().backward()
+    assert torch.isnan(z.grad[0]).all() and torch.isfinite(z.grad[1]).all()
+    assert torch.isnan(torch.softmax(z.detach(), -1)[0]).all()
+    h, centers = problem(n=4, k=3)
+    h[2, 1] = nan
+    for a in (None, alpha):
+        r = responsibilities(h, centers, 0.5, alpha=a)
+        assert torch.isnan(r[2]).all() and torch.isfinite(r[[0, 1, 3]]).all(), a
+
+
+@pytest.mark.parametrize("value", [-0.5, 0.0, float("nan"), float("inf")])
+def test_a_tensor_sigma_is_checked_when_eager(value):
+    """Eagerly a tensor sigma is checked like a float one (one host sync)."""
+    h, centers = problem()
+    sigma = torch.tensor(value, dtype=torch.float64)
+    for fn in (kmeans_loss, entmax_kmeans_loss, expected_distortion, responsibilities):
+        with pytest.raises(ValueError, match="sigma must be a positive finite number"):
+            fn(h, centers, sigma)
+
+
+def test_what_an_unchecked_tensor_sigma_gives_under_compile():
+    """Compiled (no host sync, no check): 0 is the hard limit, a negative sigma acts as its
+    absolute value, inf gives uniform responsibilities and a loss of -inf, NaN gives NaN."""
+    h, centers = problem(n=10, k=3)
+    torch._dynamo.reset()
+    loss = torch.compile(lambda s: kmeans_loss(h, centers, s, reduction="none"),
+                         fullgraph=True, backend="aot_eager")
+    resp = torch.compile(lambda s: responsibilities(h, centers, s), fullgraph=True,
+                         backend="aot_eager")
+
+    def tensor(value):
+        return torch.tensor(value, dtype=torch.float64)
+
+    np.testing.assert_allclose(loss(tensor(0.0)), hard_kmeans_loss(h, centers, reduction="none"),
+                               rtol=1e-12)
+    assert torch.equal(loss(tensor(-0.5)), loss(tensor(0.5)))
+    np.testing.assert_allclose(resp(tensor(float("inf"))), 1 / 3, rtol=1e-15)
+    assert torch.isneginf(loss(tensor(float("inf")))).all()
+    assert torch.isnan(loss(tensor(float("nan")))).all()
+
+
 def test_autocast_computes_distances_in_float32():
     h, centers = problem(n=64, k=5, d=8, dtype=torch.float32)
     h = h * 100 + 1000  # far from the origin: bfloat16 distances would be off by ~1e4
@@ -556,15 +636,15 @@ def test_kmeans_term_compiles_without_graph_breaks():
         torch.testing.assert_close(module.sigma, term.sigma, rtol=0, atol=0, equal_nan=True)
 
 
-def _vq_steps(vq, batches):
-    """Forward and backward of ``vq`` on each batch: outputs, input gradients and the
-    number of dead codes before each step."""
+def _vq_steps(vq, batches, masked=False):
+    """Forward and backward of ``vq`` on each batch (``masked``: every fifth vector masked):
+    outputs, input gradients and the number of dead codes before each step."""
     torch.manual_seed(1)
     steps = []
     for batch in batches:
-        dead = int((vq.usage < 1).sum())
+        dead = int((vq.usage < vq.dead_threshold).sum())
         z = batch.clone().requires_grad_(True)
-        out = vq(z)
+        out = vq(z, mask=torch.arange(len(z)) % 5 > 0) if masked else vq(z)
         (out.quantized.square().sum() + out.loss).backward()
         steps.append((out.quantized.detach(), out.codes, out.loss.detach(), z.grad, dead))
     return steps
@@ -573,28 +653,33 @@ def _vq_steps(vq, batches):
 @pytest.mark.parametrize("config", [
     {"assignment": "hard", "update": "ema", "reset_every": 2, "sync": True},
     {"assignment": "entmax", "update": "gradient"},
+    {"assignment": "softmax", "update": "ema", "reset_every": 2, "sync": True, "cosine": True,
+     "heads": 2, "codebook_dim": 2, "decay": 1.0, "dead_threshold": 8.0, "masked": True},
 ])
 def test_vector_quantizer_training_step_compiles_without_graph_breaks(config, tmp_path):
     """fullgraph=True: the first step's initialization and the dead-code resets are
     branches on buffer values (torch.cond while compiling), the counts a scatter. Eager
     and compiled agree bit for bit on outputs, gradients and every buffer over steps that
-    initialize, reset, all-reduce (a one-process gloo group) and change the batch size."""
+    initialize, reset, all-reduce (a one-process gloo group), change the batch size, mask
+    vectors and see an empty batch."""
     import copy
 
     import torch.distributed as dist
 
+    config = dict(config)
+    masked = config.pop("masked", False)
     gen = torch.Generator().manual_seed(0)
     centers = torch.tensor([[0.0, 0.0, 0.0], [4.0, 0.0, 0.0]])
     batches = [centers[torch.arange(n) % 2] + 0.5 * torch.randn(n, 3, generator=gen)
-               for n in (64, 64, 64, 40)]
-    eager = SoftVectorQuantizer(16, 3, decay=0.5, **config)
+               for n in (64, 64, 0, 64, 40)]
+    eager = SoftVectorQuantizer(16, 3, **{"decay": 0.5, **config})
     module = copy.deepcopy(eager)
     if config.get("sync"):
         dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0,
                                 world_size=1)
     try:
-        ours = _vq_steps(_compiled(module), batches)
-        expected = _vq_steps(eager, batches)
+        ours = _vq_steps(_compiled(module), batches, masked)
+        expected = _vq_steps(eager, batches, masked)
     finally:
         if config.get("sync"):
             dist.destroy_process_group()
@@ -603,7 +688,7 @@ def test_vector_quantizer_training_step_compiles_without_graph_breaks(config, tm
             assert torch.equal(a, b), step
         assert got[4] == want[4], step
     if config.get("reset_every"):
-        assert expected[2][4] > 0  # the reset at step 2 had dead codes to move
+        assert expected[3][4] > 0  # the reset at step 2 had dead codes to move
     for (name, a), b in zip(eager.state_dict().items(), module.state_dict().values(),
                             strict=True):
         assert torch.equal(a, b), name
@@ -836,6 +921,10 @@ def _two_batches():
                        dtype=torch.float64)
 
 
+def _synced_mask(rank):
+    return torch.arange(100) % (rank + 2) > 0
+
+
 def _synced_process(rank, init_file, out_file):
     """One of two gloo processes: a synced VQ layer and a synced K-Means term, each fed
     its own batch; what they hold is saved for the parent to compare."""
@@ -858,6 +947,10 @@ def _synced_process(rank, init_file, out_file):
         saved["second"] = vq.codebook.clone()
         vq(batch)  # a reset of the codes without mass, drawn on rank 0
         saved["last"] = vq.codebook.clone()
+        cosine = SoftVectorQuantizer(5, 3, cosine=True, sync=True, decay=0.0,
+                                     dtype=torch.float64).set_codebook(_two_batches()[0, :5])
+        cosine(batch, mask=_synced_mask(rank))  # padding masked on both processes
+        saved["masked"] = cosine.codebook.clone()
         term = KMeansTerm(3, 3, sync=True, dtype=torch.float64)
         with threadpool_limits(1):  # no OpenMP team in a forked process
             term.init_centers(batch, n_init=1, random_state=rank)  # rank 0's centroids
@@ -901,12 +994,318 @@ def test_synced_statistics_agree_across_two_gloo_processes(tmp_path):
     single.codebook.copy_(ranks[0]["first"])
     single(both)
     np.testing.assert_allclose(ranks[0]["second"], single.codebook, rtol=1e-12)
+    cosine = SoftVectorQuantizer(5, 3, cosine=True, decay=0.0, dtype=torch.float64)
+    cosine.set_codebook(_two_batches()[0, :5])
+    cosine(torch.cat([_two_batches()[r][_synced_mask(r)] for r in range(2)]))
+    np.testing.assert_allclose(ranks[0]["masked"], cosine.codebook, rtol=1e-12)
     term = KMeansTerm(3, 3, dtype=torch.float64)
     term.centers.copy_(ranks[0]["start"])
     term(both)
     np.testing.assert_allclose(ranks[0]["sigma"], term.sigma, rtol=1e-13)
     np.testing.assert_allclose(ranks[0]["centers"], term.update_centers(both, n_iter=2).centers,
                                rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- issue 35, 38
+
+
+def test_kmeans_term_on_no_rows_keeps_its_state():
+    h = torch.randn(30, 2, generator=torch.Generator().manual_seed(0))
+    empty = torch.zeros(0, 2)
+    term = KMeansTerm(3, 2, reduction="sum")
+    term(h)
+    state = {k: v.clone() for k, v in term.state_dict().items()}
+    assert term(empty).item() == 0.0
+    assert torch.isnan(KMeansTerm(3, 2)(empty))  # mean over no rows
+    term.update_centers(empty)
+    term.update_sigma(empty)
+    for name, value in term.state_dict().items():
+        assert torch.equal(value, state[name]), name
+    assert torch.isfinite(term.sigma)
+    assert term.responsibilities(empty).shape == (0, 3) and term.predict(empty).shape == (0,)
+    assert np.isnan(term.critical_ratio(empty)) and np.isnan(critical_ratio(empty, 1.0))
+
+
+def test_kmeans_term_refuses_a_state_dict_with_another_sigma():
+    fixed = KMeansTerm(3, 2, sigma=0.5)
+    with pytest.raises(ValueError, match=r"fixed temperature sigma=0.5; the state dict holds "
+                                         r"sigma=nan"):
+        fixed.load_state_dict(KMeansTerm(3, 2).state_dict())
+    with pytest.raises(ValueError, match="sigma=0.3"):
+        fixed.load_state_dict(KMeansTerm(3, 2, sigma=0.3).state_dict())
+    assert float(fixed.sigma) == 0.5
+    fixed.half().load_state_dict(KMeansTerm(3, 2, sigma=0.5).state_dict())
+    tied = KMeansTerm(3, 2)
+    tied.load_state_dict(KMeansTerm(3, 2, sigma=0.5).state_dict())  # a tied one takes any
+    assert float(tied.sigma) == 0.5
+
+
+def _gaussians(n, dim=8, k=16, seed=0, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(seed)
+    means = 4 * torch.randn(k, dim, generator=gen, dtype=dtype)
+    return means[torch.randint(k, (n,), generator=gen)] + torch.randn(n, dim, generator=gen,
+                                                                      dtype=dtype)
+
+
+@pytest.mark.parametrize("config", [
+    {"assignment": "hard", "update": "ema"}, {"assignment": "softmax", "update": "ema"},
+    {"assignment": "entmax", "update": "gradient"}, {"assignment": "hard", "update": "gradient"},
+    {"heads": 2, "reset_every": 1}, {"codebook_dim": 3, "cosine": True},
+])
+def test_a_step_on_no_vectors_changes_no_state(config):
+    """An empty batch, first or later, and a batch whose every position is masked: outputs of
+    the right empty shape, a zero loss, and every buffer as it was."""
+    vq = SoftVectorQuantizer(8, 4, **config)
+    heads = config.get("heads", 1)
+    codes_shape = (2, 0, heads) if heads > 1 else (2, 0)
+    z = _gaussians(64, 4)
+    for step in range(3):
+        state = {k: v.clone() for k, v in vq.state_dict().items()}
+        empty = torch.zeros(2, 0, 4, requires_grad=True)
+        out = vq(empty)
+        assert out.quantized.shape == (2, 0, 4) and out.codes.shape == codes_shape
+        assert out.loss.item() == 0.0
+        out.loss.backward()
+        masked = vq(z, mask=torch.zeros(64, dtype=torch.bool))
+        assert (masked.codes == -1).all() and (masked.quantized == 0).all()
+        assert masked.loss.item() == 0.0
+        for name, value in vq.state_dict().items():
+            assert torch.equal(value, state[name]), (step, name)
+        vq(z)  # a real step in between: initializes, then moves the codes
+    assert bool(vq.initialized) and int(vq.steps) == 3
+
+
+def _set_by_hand(vq, codebook):
+    with torch.no_grad():
+        vq.codebook.copy_(codebook)
+    vq.initialized.fill_(True)
+
+
+def test_the_output_is_exactly_the_code():
+    """q + (z - sg(z)): the value is the code, bit for bit, at any scale; the gradient is
+    the identity."""
+    gen = torch.Generator().manual_seed(0)
+    for scale in (1.0, 1e4):
+        vq = SoftVectorQuantizer(16, 4, update="gradient")
+        _set_by_hand(vq, scale * torch.randn(16, 4, generator=gen))
+        z = scale * torch.randn(100, 4, generator=gen)
+        for mode in ("train", "eval"):
+            vq.train(mode == "train")
+            x = z.clone().requires_grad_(True)
+            out = vq(x)
+            assert torch.equal(out.quantized, vq.codebook.detach()[out.codes]), (scale, mode)
+            out.quantized.sum().backward()
+            assert torch.equal(x.grad, torch.ones_like(z))
+            with torch.no_grad():
+                assert torch.equal(vq(z).quantized, vq.codebook[vq(z).codes])
+
+
+def test_initial_codes_are_distinct_inputs():
+    """512 codes from 1,024 rows are 512 distinct rows (with replacement: about 402); 8 codes
+    from 8 distinct rows stay 8 distinct codes under softmax updates; with fewer rows than
+    codes, the others are rows plus a perturbation of 1e-3 of the root mean square."""
+    torch.manual_seed(0)
+    z = _gaussians(1024, 64, k=64)
+    vq = SoftVectorQuantizer(512, 64, assignment="hard", update="gradient")
+    vq(z)
+    assert len(torch.unique(vq.codebook.detach(), dim=0)) == 512
+    assert torch.isin(vq.codebook.detach(), z).all(1).all()  # every code is an input
+    eight = _gaussians(8, 4, k=8)
+    vq = SoftVectorQuantizer(8, 4, assignment="softmax", decay=0.9)
+    for _ in range(50):
+        vq(eight)
+    assert len(torch.unique(vq.codebook, dim=0)) == 8
+    assert code_usage(vq.eval()(eight).codes, 8)[1] == 8
+    three = _gaussians(3, 4)
+    vq = SoftVectorQuantizer(8, 4, assignment="hard", update="gradient")
+    vq(three)
+    codes = vq.codebook.detach()
+    nearest = torch.cdist(codes, three).min(1)
+    assert len(torch.unique(codes, dim=0)) == 8 and set(nearest.indices.tolist()) == {0, 1, 2}
+    rms = float(three.square().mean().sqrt())
+    assert (nearest.values == 0).sum() == 3 and nearest.values.max() < 1e-2 * rms
+
+
+@pytest.mark.parametrize("decay", [0.99, 1.0])
+def test_usage_is_bias_corrected_and_resets_read_it(decay):
+    """usage = sum_s decay^(t-s) c_s / sum_s decay^(t-s) (the plain mean at decay 1) from
+    step 1 on; the reset at step 10 moves exactly the codes averaging below one
+    assignment per step (with the cold average, 473 of 512 codes, 98 of them in use);
+    a codebook set by hand is not redrawn at step 0."""
+    torch.manual_seed(0)
+    batches = _gaussians(11 * 1024, 64, k=64).reshape(11, 1024, 64)
+    vq = SoftVectorQuantizer(512, 64, assignment="hard", update="gradient", decay=decay,
+                             reset_every=10)
+    start = batches[0][torch.randperm(1024)[:512]]
+    _set_by_hand(vq, start)
+    counts = []
+    for batch in batches[:10]:
+        counts.append(torch.bincount(vq(batch).codes, minlength=512).double())
+        assert torch.equal(vq.codebook.detach(), start)  # no reset before step 10
+    weights = decay ** torch.arange(9, -1, -1, dtype=torch.float64)
+    expected = (weights[:, None] * torch.stack(counts)).sum(0) / weights.sum()
+    np.testing.assert_allclose(vq.usage, expected, rtol=1e-5)
+    dead = vq.usage < 1  # the float32 average: a code at exactly 1 may round either way
+    assert 0 < int(dead.sum()) < 473
+    vq(batches[10])
+    moved = (vq.codebook.detach() != start).any(1)
+    assert torch.equal(moved, dead)
+
+
+def test_a_codebook_set_mid_training_starts_its_statistics_afresh():
+    """Usage after set_codebook is that of the steps since (not a cold average read as
+    dead codes at the next reset)."""
+    z = _gaussians(256, 8)
+    vq = SoftVectorQuantizer(16, 8, assignment="hard", reset_every=2, dead_threshold=1.0)
+    for _ in range(20):
+        vq(z)
+    start = _gaussians(16, 8, seed=1)
+    vq.set_codebook(start)
+    assert int(vq.steps) == 0 and not vq.usage.any()
+    codes = vq(z).codes
+    np.testing.assert_allclose(vq.usage, torch.bincount(codes, minlength=16).float())
+
+
+def test_kmeans_initialization_uses_softkmeans():
+    from softkmeans import SoftKMeans
+
+    z = _gaussians(400, 8)
+    fitted = SoftKMeans(16, n_init=1, random_state=3).fit(z.double().numpy())
+    vq = SoftVectorQuantizer(16, 8).init_codebook(z, random_state=3)
+    np.testing.assert_allclose(vq.codebook, fitted.cluster_centers_, rtol=1e-6, atol=1e-6)
+    assert bool(vq.initialized)
+    auto = SoftVectorQuantizer(16, 8, update="gradient", kmeans_init=True)
+    ref = SoftVectorQuantizer(16, 8, update="gradient")
+    torch.manual_seed(5)
+    auto(z)  # the first training step runs K-Means on its batch
+    torch.manual_seed(5)
+    ref.init_codebook(z)
+    assert torch.equal(auto.codebook, ref.codebook)
+    drawn = SoftVectorQuantizer(16, 8, update="gradient")
+    drawn(z)
+    assert hard_kmeans_loss(z, auto.codebook) < 0.8 * hard_kmeans_loss(z, drawn.codebook)
+    with pytest.raises(ValueError, match="needs at least num_codes=16 vectors; got 10"):
+        SoftVectorQuantizer(16, 8, kmeans_init=True)(z[:10])
+    waiting = SoftVectorQuantizer(16, 8, kmeans_init=True)
+    waiting(z, mask=torch.zeros(400, dtype=torch.bool))  # no vectors: no K-Means, no state
+    assert not bool(waiting.initialized) and int(waiting.steps) == 0
+
+
+def test_cosine_codebook_lives_on_the_sphere():
+    z = _gaussians(256, 8)
+    vq = SoftVectorQuantizer(16, 8, cosine=True, decay=0.5)
+    for _ in range(5):
+        out = vq(z)
+    np.testing.assert_allclose(vq.codebook.norm(dim=1), 1.0, rtol=1e-6)
+    vq.eval()
+    out = vq(z)
+    similarity = torch.nn.functional.normalize(z, dim=1) @ vq.codebook.T
+    assert torch.equal(out.codes, similarity.argmax(1))
+    np.testing.assert_allclose(out.quantized.norm(dim=1), 1.0, rtol=1e-6)
+
+
+def test_heads_share_the_codebook_and_projections_map_to_it():
+    z = _gaussians(50, 6)
+    vq = SoftVectorQuantizer(8, 6, heads=2).eval()
+    assert vq.codebook.shape == (8, 3) and isinstance(vq.project_in, torch.nn.Identity)
+    out = vq(z.reshape(5, 10, 6))
+    assert out.codes.shape == (5, 10, 2)
+    half = ((z.reshape(100, 3)[:, None] - vq.codebook) ** 2).sum(-1).argmin(1)
+    assert torch.equal(out.codes.reshape(-1), half)
+    assert torch.equal(vq.get_output_from_indices(out.codes), out.quantized)
+    projected = SoftVectorQuantizer(8, 6, codebook_dim=2, heads=2)
+    assert projected.codebook.shape == (8, 2)
+    assert [n for n, _ in projected.named_parameters()] == [
+        "project_in.weight", "project_in.bias", "project_out.weight", "project_out.bias"]
+    x = z.clone().requires_grad_(True)
+    out = projected(x)
+    (out.quantized.sum() + out.loss).backward()
+    assert projected.project_in.weight.grad.abs().sum() > 0 and x.grad.abs().sum() > 0
+    projected.eval()
+    with torch.no_grad():
+        out = projected(z)
+        inner = projected.project_in(z).reshape(100, 2)
+        codes = ((inner[:, None] - projected.codebook) ** 2).sum(-1).argmin(1)
+        assert torch.equal(out.codes.reshape(-1), codes)
+        assert torch.equal(out.quantized, projected.get_output_from_indices(out.codes))
+        assert torch.equal(projected.get_codes_from_indices(out.codes),
+                           projected.codebook[codes].reshape(50, 4))
+    decoded = vq.get_codes_from_indices(torch.tensor([[1, -1]]))
+    assert torch.equal(decoded, torch.cat([vq.codebook[1], torch.zeros(3)])[None])
+
+
+def test_masked_positions_take_no_part():
+    """Padding (NaN here) changes nothing: the state and the loss are those of the batch
+    without it; the padded outputs are 0 and their codes -1."""
+    torch.manual_seed(0)
+    z = _gaussians(60, 4)
+    padded = torch.cat([z, torch.full((20, 4), float("nan"))]).reshape(8, 10, 4)
+    mask = torch.arange(80).reshape(8, 10) < 60
+    start = _gaussians(8, 4, seed=1)
+    ours, ref = (SoftVectorQuantizer(8, 4, reset_every=2, dtype=torch.float64).set_codebook(
+        start) for _ in range(2))
+    for _ in range(3):
+        torch.manual_seed(1)
+        out = ours(padded.double(), mask=mask)
+        torch.manual_seed(1)
+        want = ref(z.double())
+        assert torch.equal(out.codes[mask], want.codes) and (out.codes[~mask] == -1).all()
+        assert (out.quantized[~mask] == 0).all() and torch.isclose(out.loss, want.loss)
+    for name, value in ref.state_dict().items():
+        np.testing.assert_allclose(ours.state_dict()[name], value, rtol=1e-12, err_msg=name)
+    x = padded.double().requires_grad_(True)
+    out = ours(x, mask=mask)
+    (out.quantized.sum() + out.loss).backward()
+    assert (x.grad[~mask] == 0).all() and torch.isfinite(x.grad[mask]).all()
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"decay": 1.5}, r"decay must lie in \[0, 1\]"),
+    ({"dead_threshold": -1}, "dead_threshold must be"),
+    ({"heads": 3}, r"dim \(4\) must be a multiple of heads \(3\)"),
+    ({"codebook_dim": 0}, "codebook_dim must be a positive integer"),
+])
+def test_vector_quantizer_bad_arguments_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SoftVectorQuantizer(8, 4, **kwargs)
+
+
+def test_vector_quantizer_bad_masks_and_codebooks_are_named():
+    vq = SoftVectorQuantizer(8, 4)
+    z = torch.randn(3, 5, 4)
+    with pytest.raises(TypeError, match="mask must be a boolean tensor; got torch.float32"):
+        vq(z, mask=torch.ones(3, 5))
+    with pytest.raises(ValueError, match=r"mask must have shape \(3, 5\)"):
+        vq(z, mask=torch.ones(15, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"codebook must have shape \(8, 4\)"):
+        vq.set_codebook(torch.zeros(8, 3))
+    with pytest.raises(TypeError, match="z must be a torch tensor; got ndarray"):
+        vq(np.zeros((3, 4)))
+
+
+
+def test_vq_comparison_script_runs_at_a_tiny_size():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "vq_compare.py"
+    spec = importlib.util.spec_from_file_location("vq_compare", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = script.parse(["--codes", "8", "--dim", "4", "--gaussians", "3", "--steps", "3",
+                         "--batch", "32", "--held-out", "64", "--seeds", "2"])
+    results = [script.run_seed(seed, args) for seed in range(2)]
+    names = list(results[0])
+    assert names[-len(script.OURS):] == list(script.OURS)
+    assert len(names) == len(script.OURS) + (importlib.util.find_spec(
+        "vector_quantize_pytorch") is not None)
+    for seed in results:
+        assert seed[names[0]]["ratio"] == 1.0
+        for name, row in seed.items():
+            assert 1 <= row["used"] <= 8 and 1 <= row["perplexity"] <= 8, name
+            assert 0 < row["mse"] < 1 and row["ms"] > 0, name
+    lines = script.table(results, args).splitlines()
+    assert len(lines) == 4 + len(names) and all(line == line.rstrip() for line in lines)
 
 
 # ----------------------------------------------------------------------------- documentation
@@ -937,13 +1336,14 @@ def test_the_code_of_the_user_guide_runs(capsys):
 
     page = Path(__file__).resolve().parents[1] / "doc" / "torch.rst"
     blocks = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", page.read_text())
-    assert len(blocks) == 2
-    namespace = {}
-    for block in blocks:
+    assert len(blocks) == 3
+    namespaces = [{} for _ in blocks]  # each block runs on its own, imports included
+    for block, namespace in zip(blocks, namespaces, strict=True):
         exec(compile("\n".join(line[3:] for line in block.splitlines()), str(page), "exec"),
              namespace)
-    assert namespace["labels"].shape == (512,)
-    assert namespace["quantized"].shape == (32, 8, 8, 64)
+    assert namespaces[0]["labels"].shape == (512,)
+    assert namespaces[1]["quantized"].shape == (32, 8, 8, 64)
+    assert namespaces[2]["decoded"].shape == (16, 50, 96)
     printed = capsys.readouterr().out.split()
     assert len(printed) == 6 and all(float(r) > 1 for r in printed[1::2])
 

@@ -8,7 +8,8 @@
 - :class:`KMeansTerm`: a module holding the centroids and the temperature, with the
   closed-form centroid update.
 - :class:`SoftVectorQuantizer`: a vector-quantization layer whose codebook follows
-  hard, softmax or entmax responsibilities.
+  hard, softmax or entmax responsibilities, with K-Means initialization, a cosine
+  codebook, dead-code expiry, heads, projections, masks and decoding from indices.
 
 Importing :mod:`softkmeans` does not import torch; this subpackage does.
 """

@@ -67,18 +67,24 @@ def _expanded_distances(h, mu):
     return d.clamp_min(0.0)
 
 
-def _can_prune(tensor):
-    """Pruning reads a count back to the host: not while compiling or under torch.func."""
+def _can_sync(tensor):
+    """Whether a value of ``tensor`` may be read back to the host: not while compiling
+    or under torch.func."""
     if torch.compiler.is_compiling():
         return False
     return not torch._C._functorch.is_functorch_wrapped_tensor(tensor)
 
 
 def _check_sigma(sigma):
+    """A positive finite temperature, float or scalar tensor. A tensor's value is checked
+    by one host sync, skipped while compiling or under torch.func (see :func:`kmeans_loss`)."""
     if isinstance(sigma, torch.Tensor):
         if sigma.numel() != 1:
             raise ValueError(f"sigma must be a scalar; got a tensor of shape {tuple(sigma.shape)}.")
-        return sigma.reshape(())
+        sigma = sigma.reshape(())
+        if _can_sync(sigma) and not bool((sigma > 0) & torch.isfinite(sigma)):
+            raise ValueError(f"sigma must be a positive finite number; got {float(sigma)!r}.")
+        return sigma
     value = float(sigma)
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"sigma must be a positive finite number; got {sigma!r}.")
@@ -93,7 +99,8 @@ def _check_alpha(alpha):
 
 
 def _prepare(h, centers, sigma=None):
-    """Flatten ``h`` to rows, promote both to the compute dtype, make ``tau`` a tensor."""
+    """Flatten ``h`` to rows, promote both to the compute dtype, make ``tau`` a tensor
+    (``sigma`` already checked, or computed by a module)."""
     if not isinstance(h, torch.Tensor) or not isinstance(centers, torch.Tensor):
         raise TypeError("h and centers must be torch tensors; got "
                         f"{type(h).__name__} and {type(centers).__name__}.")
@@ -108,8 +115,7 @@ def _prepare(h, centers, sigma=None):
     mu = centers.to(device=rows.device, dtype=dtype)
     if sigma is None:
         return rows, mu, None
-    sigma = _check_sigma(sigma)
-    sigma = torch.as_tensor(sigma, dtype=dtype, device=rows.device)
+    sigma = torch.as_tensor(sigma, dtype=dtype, device=rows.device).reshape(())
     return rows, mu, 2.0 * sigma * sigma
 
 
@@ -136,10 +142,10 @@ def _reduce(values, reduction, batch_shape, weight):
 def _scaled_scores(z, alpha):
     """``(alpha - 1) (z - max z)``, clipped below at -2: a value at or below -1 is never
     in the support (the threshold is at least ``max - 1``), so clipping changes nothing
-    and keeps every later power finite."""
+    and keeps every later power finite. A NaN score stays NaN (its row becomes NaN)."""
     top = z.max(dim=-1, keepdim=True).values
     diff = top - z
-    u = torch.where(diff > 0, -(alpha - 1.0) * diff, torch.zeros_like(diff))
+    u = torch.where(diff > 0, -(alpha - 1.0) * diff, torch.where(torch.isnan(z), z, 0.0))
     return u.clamp_min(-2.0)
 
 
@@ -185,10 +191,13 @@ def _threshold_bisection(u, alpha):
 
 
 def _entmax_rows(z, alpha, prune):
-    """Entmax-alpha of the last dimension of ``z``: exact zeros, rows summing to 1."""
+    """Entmax-alpha of the last dimension of ``z``: exact zeros, rows summing to 1; a row
+    with a NaN is NaN, an empty ``z`` gives an empty result."""
+    if z.numel() == 0:
+        return torch.zeros_like(z)
     u = _scaled_scores(z, alpha)
     if alpha in (1.5, 2.0):
-        t = _threshold_sorted(u, alpha, prune and _can_prune(u))
+        t = _threshold_sorted(u, alpha, prune and _can_sync(u))
     else:
         t = _threshold_bisection(u, alpha)
     p = (u - t).clamp_min(0.0)
@@ -272,7 +281,8 @@ def entmax(scores, alpha=1.5, dim=-1):
     sorting, other orders use bisection to the dtype's resolution. Only the
     entries within 1 of the largest scaled score can carry mass, so the sort is
     restricted to them. The backward and forward-mode passes use the closed-form
-    Jacobian.
+    Jacobian. A slice with a NaN is NaN (as with :func:`torch.softmax`); empty
+    scores give an empty result.
 
     Parameters
     ----------
@@ -491,7 +501,7 @@ class _ExpectedDistortion(torch.autograd.Function):
 def _fill_doc(function):
     """Put the shared parameter descriptions into ``function``'s docstring."""
     function.__doc__ = function.__doc__.replace("    {shapes}", _SHAPES).replace(
-        "{reduction}", _REDUCTION)
+        "{reduction}", _REDUCTION).replace("{sigma}", _SIGMA)
     return function
 
 
@@ -508,9 +518,16 @@ _REDUCTION = """
         ``"sum"`` is the objective over the batch as the paper writes it,
         ``"mean"`` divides it by the number of rows (or the sum of the weights), so
         that its weight in a loss does not depend on the batch size; ``"none"``
-        returns one value per row, of shape ``h.shape[:-1]``.
+        returns one value per row, of shape ``h.shape[:-1]``. On no rows the sum is
+        0 and the mean NaN (0 / 0, as for torch's losses).
     weight : Tensor of shape h.shape[:-1], default=None
         Sample weights."""
+
+_SIGMA = """
+        A tensor is checked to be positive and finite eagerly (one host sync); not
+        while compiling or under torch.func, where 0 gives the hard limit, a
+        negative value acts as its absolute value, inf gives uniform
+        responsibilities (and losses of -inf) and NaN gives NaN."""
 
 
 @_fill_doc
@@ -528,7 +545,7 @@ def kmeans_loss(h, centers, sigma, *, reduction="mean", weight=None):
     {shapes}
     sigma : float or Tensor
         Temperature; a scalar tensor that requires grad receives
-        ``dF/dsigma = -4 sigma sum_i H(r_i)`` (Shannon entropy H).{reduction}
+        ``dF/dsigma = -4 sigma sum_i H(r_i)`` (Shannon entropy H).{sigma}{reduction}
 
     Returns
     -------
@@ -553,9 +570,7 @@ def kmeans_loss(h, centers, sigma, *, reduction="mean", weight=None):
     >>> h.grad.tolist()  # 2 (h_i - mu_j): toward the nearest centroid
     [[-1.0, 0.0], [0.0, -2.0]]
     """
-    rows, mu, tau = _prepare(h, centers, sigma)
-    values, _ = _apply(_ReducedObjective, rows, mu, tau, None, True)
-    return _reduce(values, reduction, h.shape[:-1], weight)
+    return _objective(h, centers, _check_sigma(sigma), None, reduction, weight)
 
 
 @_fill_doc
@@ -572,7 +587,7 @@ def entmax_kmeans_loss(h, centers, sigma, alpha=1.5, *, reduction="mean", weight
     {shapes}
     sigma : float or Tensor
         Temperature; a scalar tensor that requires grad receives
-        ``-4 sigma sum_i H_alpha(r_i)``.
+        ``-4 sigma sum_i H_alpha(r_i)``.{sigma}
     alpha : float, default=1.5
         Entmax order, greater than 1; 1.5 and 2 are exact by sorting, other orders
         use bisection.{reduction}
@@ -590,8 +605,14 @@ def entmax_kmeans_loss(h, centers, sigma, alpha=1.5, *, reduction="mean", weight
     >>> entmax_kmeans_loss(h, centers, sigma=0.5, reduction="sum").item()  # margins >= 4 sigma^2
     1.25
     """
+    return _objective(h, centers, _check_sigma(sigma), _check_alpha(alpha), reduction, weight)
+
+
+def _objective(h, centers, sigma, alpha, reduction="mean", weight=None):
+    """:func:`kmeans_loss` (``alpha`` None) or :func:`entmax_kmeans_loss` at a checked
+    ``sigma``."""
     rows, mu, tau = _prepare(h, centers, sigma)
-    values, _ = _apply(_ReducedObjective, rows, mu, tau, _check_alpha(alpha), True)
+    values, _ = _apply(_ReducedObjective, rows, mu, tau, alpha, True)
     return _reduce(values, reduction, h.shape[:-1], weight)
 
 
@@ -636,7 +657,7 @@ def expected_distortion(h, centers, sigma, *, reduction="mean", weight=None):
     it away (plain autograd would leave only rounding errors there).
     {shapes}
     sigma : float or Tensor
-        Temperature.{reduction}
+        Temperature.{sigma}{reduction}
 
     Returns
     -------
@@ -650,7 +671,7 @@ def expected_distortion(h, centers, sigma, *, reduction="mean", weight=None):
     >>> round(expected_distortion(h, torch.tensor([[0.0], [2.0]]), sigma=1.0).item(), 6)
     1.0
     """
-    rows, mu, tau = _prepare(h, centers, sigma)
+    rows, mu, tau = _prepare(h, centers, _check_sigma(sigma))
     values, _ = _apply(_ExpectedDistortion, rows, mu, tau)
     return _reduce(values, reduction, h.shape[:-1], weight)
 
@@ -662,10 +683,10 @@ def responsibilities(h, centers, sigma, alpha=None):
     Softmax ``r_ij = softmax_j(-||h_i - mu_j||^2 / (2 sigma^2))`` when ``alpha`` is
     None, entmax-alpha (exact zeros) otherwise: the map of
     :func:`softkmeans.diagnostics.responsibilities`. One-hot exactly in the limit
-    of small ``sigma``, never NaN.
+    of small ``sigma``; NaN only in a row of ``h`` with a NaN.
     {shapes}
     sigma : float or Tensor
-        Temperature.
+        Temperature.{sigma}
     alpha : float or None, default=None
         Entmax order (> 1), or None for softmax.
 
@@ -682,8 +703,13 @@ def responsibilities(h, centers, sigma, alpha=None):
     >>> responsibilities(h, centers, sigma=0.5, alpha=1.5).tolist()
     [[1.0, 0.0], [0.5, 0.5]]
     """
-    rows, mu, tau = _prepare(h, centers, sigma)
     alpha = None if alpha is None else _check_alpha(alpha)
+    return _responsibilities(h, centers, _check_sigma(sigma), alpha)
+
+
+def _responsibilities(h, centers, sigma, alpha):
+    """:func:`responsibilities` at a checked ``sigma`` and ``alpha``."""
+    rows, mu, tau = _prepare(h, centers, sigma)
     resp = _resp_from_distances(_sq_distances(rows, mu), tau, alpha, True)
     return resp.reshape(*h.shape[:-1], mu.shape[0])
 
@@ -751,6 +777,7 @@ def critical_ratio(h, sigma):
     Returns
     -------
     float
+        NaN for an ``h`` without rows (no covariance).
 
     Examples
     --------
@@ -760,9 +787,11 @@ def critical_ratio(h, sigma):
     >>> critical_ratio(h, sigma=0.5)
     4.0
     """
-    rows = h.detach().reshape(-1, h.shape[-1]).to(torch.float64)
-    centered = rows - rows.mean(0)
-    cov = centered.T @ centered / max(rows.shape[0], 1)
-    lam = float(torch.linalg.eigvalsh(cov)[-1]) if cov.numel() else 0.0
     sigma = float(_check_sigma(sigma))
+    rows = h.detach().reshape(-1, h.shape[-1]).to(torch.float64)
+    if not rows.shape[0]:
+        return math.nan
+    centered = rows - rows.mean(0)
+    cov = centered.T @ centered / rows.shape[0]
+    lam = float(torch.linalg.eigvalsh(cov)[-1]) if cov.numel() else 0.0
     return lam / sigma**2
