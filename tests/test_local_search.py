@@ -210,3 +210,22 @@ def test_the_growth_on_wide_sparse_rows_is_the_growth_on_their_dense_copy(weight
     assert len(sparse.centers) == len(dense.centers) == 4
     np.testing.assert_allclose(sparse.centers, dense.centers, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(sparse.sigmas, dense.sigmas, rtol=1e-8)
+
+
+def test_hartigan_moves_screen_csr_rows_without_densifying_them(monkeypatch):
+    """The sweeps over a CSR matrix make the moves they make over its dense copy; only the
+    candidates reach the compiled loop as dense rows."""
+    from softkmeans._core import hartigan as module
+
+    X = sp.random(400, 200, density=0.05, random_state=2, format="csr")
+    weights = np.random.default_rng(2).uniform(0.5, 2.0, 400)
+    labels = np.arange(400) % 5
+    dense_centers, dense_moves = hartigan_moves(X.toarray(), weights, labels, 5, max_sweeps=5)
+    sizes = []
+    real = module.dense_rows
+    monkeypatch.setattr(module, "dense_rows", lambda X, rows: sizes.append(len(rows))
+                        or real(X, rows))
+    centers, moves = hartigan_moves(X, weights, labels, 5, max_sweeps=5)
+    assert moves == dense_moves > 0
+    np.testing.assert_allclose(centers, dense_centers, rtol=1e-10, atol=1e-12)
+    assert sizes and sum(sizes) < 5 * 400

@@ -14,7 +14,8 @@ Lloyd fixed point, not conversely.
 
 :func:`hartigan_moves` refines a partition of the whole data: each sweep
 screens every observation in blocks of rows (one matrix product per block,
-as a Lloyd pass) and visits the candidates, best first, with the compiled
+as a Lloyd pass; CSR rows stay sparse there) and visits the candidates, best
+first, as dense rows, with the compiled
 loop of :mod:`softkmeans._engines._numba.hartigan`, which decides each move
 against the means as the earlier moves left them, from distances computed
 by subtraction. The other functions here serve it and the merge-and-split
@@ -43,11 +44,19 @@ def dense_rows(X, rows):
 
 
 def _blocks(X, n_clusters):
-    """``(rows, float64 dense block)`` of X, about ``_BLOCK_ELEMENTS / n_clusters`` rows each."""
+    """``(rows, float64 block)`` of X, about ``_BLOCK_ELEMENTS / n_clusters`` rows each:
+    dense rows, or CSR rows of a sparse X (the screening only multiplies them)."""
     step = max(64, _BLOCK_ELEMENTS // max(1, n_clusters))
     for start in range(0, X.shape[0], step):
         rows = slice(start, min(start + step, X.shape[0]))
-        yield rows, dense_rows(X, rows)
+        yield rows, (X[rows].astype(np.float64) if sp.issparse(X) else dense_rows(X, rows))
+
+
+def _row_sq_norms(block):
+    """``||x_i||^2`` of the rows of a dense or CSR block."""
+    if sp.issparse(block):
+        return np.asarray(block.multiply(block).sum(axis=1)).ravel()
+    return np.einsum("ij,ij->i", block, block)
 
 
 def _means(sums, masses):
@@ -62,7 +71,13 @@ def partition_sums(X, weights, labels, n_clusters):
     """Weighted sums (float64) and masses of the clusters of a partition of X."""
     sums, masses = np.zeros((n_clusters, X.shape[1])), np.zeros(n_clusters)
     for rows, block in _blocks(X, n_clusters):
-        add_to_clusters(block, weights[rows], labels[rows], sums, masses)
+        if sp.issparse(block):
+            members = sp.csr_matrix((weights[rows], (labels[rows], np.arange(block.shape[0]))),
+                                    shape=(n_clusters, block.shape[0]))
+            sums += (members @ block).toarray()
+            masses += np.bincount(labels[rows], weights=weights[rows], minlength=n_clusters)
+        else:
+            add_to_clusters(block, weights[rows], labels[rows], sums, masses)
     return sums, masses
 
 
@@ -71,7 +86,7 @@ def nearest_labels(X, centers):
     centers_sq = np.einsum("ij,ij->i", centers, centers)
     labels = np.empty(X.shape[0], dtype=np.int64)
     for rows, block in _blocks(X, len(centers)):
-        labels[rows] = np.argmin(centers_sq - 2.0 * block @ centers.T, axis=1)
+        labels[rows] = np.argmin(centers_sq - 2.0 * np.asarray(block @ centers.T), axis=1)
     return labels
 
 
@@ -83,7 +98,7 @@ def _screen(X, weights, labels, sums, masses):
     found, gains = [], []
     for rows, block in _blocks(X, len(masses)):
         w, own = weights[rows], labels[rows]
-        dist = np.einsum("ij,ij->i", block, block)[:, None] - 2.0 * block @ means.T + means_sq
+        dist = _row_sq_norms(block)[:, None] - 2.0 * np.asarray(block @ means.T) + means_sq
         np.maximum(dist, 0.0, out=dist)
         index = np.arange(own.size)
         m_own = masses[own]
