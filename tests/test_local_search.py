@@ -213,8 +213,8 @@ def test_the_growth_on_wide_sparse_rows_is_the_growth_on_their_dense_copy(weight
 
 
 def test_hartigan_moves_screen_csr_rows_without_densifying_them(monkeypatch):
-    """The sweeps over a CSR matrix make the moves they make over its dense copy; only the
-    candidates reach the compiled loop as dense rows."""
+    """The sweeps over a CSR matrix make the moves they make over its dense copy, and no
+    row of it is densified."""
     from softkmeans._core import hartigan as module
 
     X = sp.random(400, 200, density=0.05, random_state=2, format="csr")
@@ -228,4 +228,38 @@ def test_hartigan_moves_screen_csr_rows_without_densifying_them(monkeypatch):
     centers, moves = hartigan_moves(X, weights, labels, 5, max_sweeps=5)
     assert moves == dense_moves > 0
     np.testing.assert_allclose(centers, dense_centers, rtol=1e-10, atol=1e-12)
-    assert sizes and sum(sizes) < 5 * 400
+    assert sizes == []
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_hartigan_visits_of_csr_rows_make_the_dense_rows_moves(weighted):
+    X = sp.random(300, 40, density=0.1, random_state=3, format="csr")
+    weights = np.random.default_rng(3).uniform(0.5, 2.0, 300) if weighted else np.ones(300)
+    results = []
+    for rows in (X.toarray(), X):
+        labels = np.arange(300) % 4
+        sums, masses = partition_sums(X.toarray(), weights, labels, 4)
+        outcome = hartigan_visits(rows, weights, labels, sums, masses, 20)
+        results.append((outcome, labels, sums, masses))
+    (dense, dense_labels, dense_sums, _), (sparse, labels, sums, masses) = results
+    assert sparse[0] == dense[0] > 0 and sparse[2] == dense[2]
+    assert sparse[1] == pytest.approx(dense[1], rel=1e-9)
+    np.testing.assert_array_equal(labels, dense_labels)
+    np.testing.assert_allclose(sums, dense_sums, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sums, partition_sums(X, weights, labels, 4)[0], atol=1e-12)
+
+
+def test_the_search_on_wide_csr_rows_finds_the_dense_rows_partition():
+    """Beyond EIGH_MAX_FEATURES features the merge-and-split search keeps CSR rows sparse
+    (principal axes by products, expanded distances): the partition found on the dense
+    copy, to rounding."""
+    rng = np.random.default_rng(4)
+    means = rng.uniform(size=(6, 200)) * (rng.uniform(size=(6, 200)) < 0.1)
+    X = sp.csr_matrix(means[rng.integers(0, 6, 900)]
+                      + sp.random(900, 200, density=0.02, random_state=4).toarray())
+    weights = np.ones(900)
+    start = X[:6].toarray()  # a poor start: the first rows
+    dense = merge_split_search(X.toarray(), weights, start, max_rounds=6)
+    sparse = merge_split_search(X, weights, start, max_rounds=6)
+    np.testing.assert_array_equal(sparse.labels, dense.labels)
+    assert sparse.inertia == pytest.approx(dense.inertia, rel=1e-9)

@@ -27,7 +27,8 @@ import scipy.sparse as sp
 
 from .._engines._numba.hartigan import add_to_clusters, hartigan_visits
 
-__all__ = ["dense_rows", "hartigan_moves", "nearest_labels", "partition_sums"]
+__all__ = ["dense_rows", "distances_to_own", "hartigan_moves", "nearest_labels",
+           "partition_sums", "weighted_row_sum"]
 
 #: Entries of one float64 block of distances in the screening pass.
 _BLOCK_ELEMENTS = 1 << 18
@@ -65,6 +66,27 @@ def _means(sums, masses):
     full = masses > 0
     means[full] = sums[full] / masses[full, None]
     return means
+
+
+def weighted_row_sum(rows, weights):
+    """``sum_i w_i x_i`` of dense or CSR rows, a float64 vector."""
+    if sp.issparse(rows):
+        return np.asarray(rows.T @ weights, dtype=np.float64).ravel()
+    return weights @ rows
+
+
+def distances_to_own(X, centers, labels):
+    """``||x_i - centers[labels_i]||^2`` of every row: by subtraction for dense rows,
+    expanded from the stored entries (and at least 0) for CSR ones."""
+    if not sp.issparse(X):
+        return np.sum((X - centers[labels]) ** 2, axis=1)
+    out = np.empty(X.shape[0])
+    centers_sq = np.einsum("ij,ij->i", centers, centers)
+    for rows, block in _blocks(X, len(centers)):
+        own = labels[rows]
+        products = np.asarray(block @ centers.T)[np.arange(own.size), own]
+        out[rows] = np.maximum(_row_sq_norms(block) - 2.0 * products + centers_sq[own], 0.0)
+    return out
 
 
 def partition_sums(X, weights, labels, n_clusters):
@@ -145,8 +167,8 @@ def hartigan_moves(X, sample_weight, labels, n_clusters, *, max_sweeps):
         if candidates.size == 0:
             break
         visited = labels[candidates]
-        moved, _, _ = hartigan_visits(dense_rows(X, candidates), weights[candidates], visited,
-                                      sums, masses, 1)
+        rows = X[candidates].astype(np.float64) if sp.issparse(X) else dense_rows(X, candidates)
+        moved, _, _ = hartigan_visits(rows, weights[candidates], visited, sums, masses, 1)
         labels[candidates] = visited
         n_moves += moved
         if moved == 0:

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._engines._numba.priors import add_prior_weighted
+from .centred_rows import CentredRows, transposed_times
 from .hartigan import dense_rows, hartigan_moves
 from .optimize import HARD, alternating, anneal
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
@@ -93,34 +94,6 @@ class GrowthResult:
     n_iter: list = field(default_factory=list)
 
 
-class _CentredRows:
-    """CSR rows minus a dense point, kept sparse: the two products the growth takes.
-
-    ``rows @ matrix`` and :meth:`transposed_times` equal those of the dense
-    centred rows, without their ``n x d`` entries.
-    """
-
-    def __init__(self, rows, point):
-        self._rows, self._point = rows, point
-        squares = np.asarray(rows.multiply(rows).sum(axis=1)).ravel()
-        self.sq_norms = np.maximum(squares - 2.0 * (rows @ point) + point @ point, 0.0)
-
-    def __matmul__(self, matrix):
-        return np.asarray(self._rows @ matrix) - self._point @ matrix
-
-    def transposed_times(self, weights):
-        """``weights^T (rows - point)``, shape ``(weights.shape[1], n_features)``."""
-        return (np.asarray(self._rows.T @ weights).T
-                - np.outer(weights.sum(axis=0), self._point))
-
-
-def _transposed_times(block, weights):
-    """``weights^T block`` for a dense block or :class:`_CentredRows`."""
-    if isinstance(block, _CentredRows):
-        return block.transposed_times(weights)
-    return weights.T @ block
-
-
 class _Sample:
     """The rows the growth runs on, centred on their weighted mean, in float64 blocks.
 
@@ -128,7 +101,7 @@ class _Sample:
     fixed seed (the growth does not depend on ``random_state``), with their
     weights relative to the largest, and each block's squared row norms.
     Dense blocks, except CSR rows beyond :data:`EIGH_MAX_FEATURES` features,
-    which stay sparse (:class:`_CentredRows`): only products reach them there.
+    which stay sparse (:class:`CentredRows`): only products reach them there.
     """
 
     def __init__(self, X, sample_weight, n_clusters):
@@ -142,11 +115,12 @@ class _Sample:
         self.scale = 1.0  # the data's spread, set by grow_codebook
         self._blocks = []
         sparse = sp.issparse(X) and X.shape[1] > EIGH_MAX_FEATURES
-        step = max(1, _BLOCK_ELEMENTS // max(1, X.shape[1]))
+        # sparse rows take the memory of their entries: one block
+        step = max(1, rows.size) if sparse else max(1, _BLOCK_ELEMENTS // max(1, X.shape[1]))
         for start in range(0, rows.size, step):
             chosen = rows[start:start + step]
             if sparse:
-                block = _CentredRows(sp.csr_matrix(X[chosen], dtype=np.float64), self.mean)
+                block = CentredRows(sp.csr_matrix(X[chosen], dtype=np.float64), self.mean)
                 block_sq = block.sq_norms
             else:
                 block = dense_rows(X, chosen) - self.mean
@@ -186,7 +160,7 @@ def _update(data, centers, log_prior, sigma_sq):
     sums, masses, log_z = np.zeros((k, d)), np.zeros(k), 0.0
     two_sigma_sq = 2.0 * sigma_sq
     for w, block, block_sq in data.blocks():
-        if isinstance(block, _CentredRows):
+        if isinstance(block, CentredRows):
             resp, block_log_z = _responsibilities(block, block_sq, centers, log_prior,
                                                   two_sigma_sq)
             resp *= w[:, None]
@@ -259,7 +233,7 @@ def _power_axes(data, centers, log_prior, sigma_sq, start):
         offsets = np.einsum("ij,ij->i", centers, axes)
         for r, (_, block, _) in zip(weighted, data.blocks(), strict=True):
             along = r * (block @ axes.T - offsets)  # r_ij (x_i - mu_j) . a_j
-            out += _transposed_times(block, along) - along.sum(axis=0)[:, None] * centers
+            out += transposed_times(block, along) - along.sum(axis=0)[:, None] * centers
         return out / np.maximum(masses, np.finfo(float).tiny)[:, None]
 
     for _ in range(_AXIS_ITERATIONS):
@@ -383,7 +357,8 @@ _HARTIGAN_SWEEPS = 10
 
 
 def _search_sample(engine, n_clusters):
-    """``(rows, weights)``: the dense float64 rows the search runs on, or None.
+    """``(rows, weights)``: the float64 rows the search runs on (CSR for sparse data beyond
+    :data:`EIGH_MAX_FEATURES` features, dense otherwise), or None.
 
     All rows with positive weight when there are few enough, otherwise a
     draw without replacement by a fixed seed; weights relative to the largest.
@@ -396,7 +371,11 @@ def _search_sample(engine, n_clusters):
     if rows.size > size:
         rows = np.sort(np.random.RandomState(0).choice(rows, size, replace=False))
     weights = engine.sample_weight[rows]
-    return dense_rows(engine.X, rows), weights / weights.max()
+    if sp.issparse(engine.X) and engine.X.shape[1] > EIGH_MAX_FEATURES:
+        sample = sp.csr_matrix(engine.X[rows], dtype=np.float64)
+    else:
+        sample = dense_rows(engine.X, rows)
+    return sample, weights / weights.max()
 
 
 def _refined(engine, run, lloyd):

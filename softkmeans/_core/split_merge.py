@@ -14,16 +14,18 @@ visited, and every move is an exact change of ``J``. A move is kept when
 settling, the :data:`MERGES` cheapest merges against the :data:`CUTS` most
 profitable cuts, and a round ends at the first move kept.
 
-The search runs on dense float64 rows (a sample of the data); none of its
-steps is random.
+The search runs on float64 rows (a sample of the data), dense or CSR; none
+of its steps is random.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._engines._numba.hartigan import hartigan_visits
-from .hartigan import nearest_labels, partition_sums
+from .centred_rows import CentredRows
+from .hartigan import distances_to_own, nearest_labels, partition_sums, weighted_row_sum
 
 __all__ = ["EIGH_MAX_FEATURES", "Partition", "merge_split_search"]
 
@@ -79,7 +81,7 @@ class Partition:
         """The partition ``labels`` of ``rows``, its sums and ``J`` computed afresh."""
         sums, masses = partition_sums(rows, weights, labels, n_clusters)
         means = sums / np.where(masses > 0, masses, 1.0)[:, None]
-        inertia = float(weights @ np.sum((rows - means[labels]) ** 2, axis=1))
+        inertia = float(weights @ distances_to_own(rows, means, labels))
         return cls(labels, sums, masses, inertia)
 
 
@@ -90,7 +92,7 @@ def _first_partition(rows, weights, centers):
     labels = nearest_labels(rows, centers)
     empty = np.flatnonzero(np.bincount(labels, minlength=k) == 0)
     if empty.size:
-        far = np.sum((rows - centers[labels]) ** 2, axis=1)
+        far = distances_to_own(rows, centers, labels)
         labels[np.argsort(-far, kind="stable")[:empty.size]] = empty
     point = Partition.of(rows, weights, labels, k)
     hartigan_visits(rows, weights, point.labels, point.sums, point.masses, _FIRST_SWEEPS,
@@ -128,13 +130,18 @@ def _cheapest_merges(centers, masses, count):
     return sorted(found, key=lambda merge: merge[0])[:count]
 
 
-def _principal_axis(centred, weights):
-    """Unit vector along the largest eigenvalue of the weighted scatter of ``centred``."""
-    if centred.shape[1] <= EIGH_MAX_FEATURES:
+def _principal_axis(centred, weights, n_features):
+    """Unit vector along the largest eigenvalue of the weighted scatter of ``centred``
+    (dense rows, or :class:`CentredRows` beyond :data:`EIGH_MAX_FEATURES` features)."""
+    if n_features <= EIGH_MAX_FEATURES:
         return np.linalg.eigh(centred.T @ (weights[:, None] * centred))[1][:, -1]
-    axis = np.random.RandomState(0).standard_normal(centred.shape[1])
+    axis = np.random.RandomState(0).standard_normal(n_features)
     for _ in range(_AXIS_ITERATIONS):
-        axis = centred.T @ (weights * (centred @ axis))
+        projected = weights * (centred @ axis)
+        if isinstance(centred, CentredRows):
+            axis = centred.transposed_times(projected[:, None])[0]
+        else:
+            axis = centred.T @ projected
         norm = np.linalg.norm(axis)
         if norm == 0:
             break
@@ -147,11 +154,12 @@ def _principal_cut(rows, weights, members, center):
     its principal axis at its mean, and the members of the half that leaves (None when a
     half is empty)."""
     block = rows[members]
-    side = (block - center) @ _principal_axis(block - center, weights[members]) > 0
+    centred = CentredRows(block, center) if sp.issparse(block) else block - center
+    side = centred @ _principal_axis(centred, weights[members], block.shape[1]) > 0
     masses = [float(weights[members[part]].sum()) for part in (side, ~side)]
     if not min(masses) > 0:
         return None
-    means = [weights[members[part]] @ block[part] / mass
+    means = [weighted_row_sum(block[part], weights[members[part]]) / mass
              for part, mass in zip((side, ~side), masses, strict=True)]
     return _ward(*masses, *means), members[side]
 
@@ -191,7 +199,7 @@ def _try_move(rows, weights, point, move):
     sums[a] += sums[b]
     masses[a] += masses[b]
     labels[moved] = b
-    sums[b] = weights[moved] @ rows[moved]
+    sums[b] = weighted_row_sum(rows[moved], weights[moved])
     masses[b] = weights[moved].sum()
     sums[j] -= sums[b]
     masses[j] -= masses[b]
@@ -213,7 +221,7 @@ def merge_split_search(rows, weights, centers, *, max_rounds):
 
     Parameters
     ----------
-    rows : ndarray of shape (n_rows, n_features), float64
+    rows : ndarray or CSR matrix of shape (n_rows, n_features), float64
     weights : ndarray of shape (n_rows,), float64
     centers : ndarray of shape (n_clusters, n_features)
     max_rounds : int
@@ -226,7 +234,7 @@ def merge_split_search(rows, weights, centers, *, max_rounds):
         settlings have visited :data:`_VISITS_PER_ROW` rows per row.
     """
     point = _first_partition(rows, weights, centers)
-    cache, budget = {}, _VISITS_PER_ROW * len(rows)
+    cache, budget = {}, _VISITS_PER_ROW * rows.shape[0]
     for _ in range(max_rounds):
         merges = _cheapest_merges(point.centers, point.masses, MERGES)
         cuts = _cuts(rows, weights, point, CUTS + 2, cache)  # two may be of a merged pair

@@ -5,13 +5,15 @@ next observation's decision reads. These loops visit rows given as a dense
 float64 block, against cluster sums and masses that the caller owns and
 that every move updates in place.
 
-The distance of a row to a mean is inlined into the visit loop (numba's
+CSR rows have a loop of their own, whose distances are expanded from the
+rows' stored entries. The distance of a dense row to a mean is inlined into the visit loop (numba's
 ``inline="always"``) and reads both in place: with a call per distance and
 a row view per call, a visit cost about 30 ns per cluster at 2 or 3
 features, against 3 ns inlined.
 """
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from .jit import JIT_OPTIONS, read_only
@@ -153,6 +155,76 @@ def _hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decrea
     return n_moves, decrease, n_sweeps
 
 
+@njit(**JIT_OPTIONS, inline="always")
+def _row_dot(data, indices, start, stop, sums, j):
+    """``x . sums[j]`` for the CSR row stored in ``data[start:stop]``."""
+    total = 0.0
+    for p in range(start, stop):
+        total += data[p] * sums[j, indices[p]]
+    return total
+
+
+@njit(**JIT_OPTIONS)
+def _hartigan_visits_csr(data, indices, indptr, weights, labels, sums, masses, max_sweeps,
+                         min_decrease):
+    """:func:`_hartigan_visits` over CSR rows (``data``, ``indices``, ``indptr``).
+
+    A distance is expanded, ``||x||^2 - 2 x . s_j / m_j + ||s_j||^2 / m_j^2``, from the
+    row's stored entries, the cluster sums ``s_j`` and their squared norms, which every
+    move updates from the same products and every sweep recomputes exactly: a visit
+    costs the row's entries times the clusters, a move twice its entries.
+    """
+    k, d = sums.shape
+    sums_sq = np.empty(k)
+    n_moves, decrease, n_sweeps = 0, 0.0, 0
+    while n_sweeps < max_sweeps:
+        for j in range(k):
+            total = 0.0
+            for t in range(d):
+                total += sums[j, t] * sums[j, t]
+            sums_sq[j] = total
+        moved, before = 0, decrease
+        n_sweeps += 1
+        for i in range(indptr.size - 1):
+            w, a = weights[i], labels[i]
+            if not w > 0 or not masses[a] > w:
+                continue
+            start, stop = indptr[i], indptr[i + 1]
+            x_sq = 0.0
+            for p in range(start, stop):
+                x_sq += data[p] * data[p]
+            mass = masses[a]
+            dot_a = _row_dot(data, indices, start, stop, sums, a)
+            removal = w * mass / (mass - w) * max(
+                x_sq - 2.0 * dot_a / mass + sums_sq[a] / (mass * mass), 0.0)
+            best, b, dot_b = removal * (1.0 - MOVE_MARGIN), a, 0.0
+            for j in range(k):
+                if j == a or not masses[j] > 0:
+                    continue
+                mass = masses[j]
+                dot = _row_dot(data, indices, start, stop, sums, j)
+                cost = w * mass / (mass + w) * max(
+                    x_sq - 2.0 * dot / mass + sums_sq[j] / (mass * mass), 0.0)
+                if cost < best:
+                    best, b, dot_b = cost, j, dot
+            if b == a:
+                continue
+            decrease += removal - best
+            masses[a] -= w
+            masses[b] += w
+            sums_sq[a] += w * w * x_sq - 2.0 * w * dot_a
+            sums_sq[b] += w * w * x_sq + 2.0 * w * dot_b
+            for p in range(start, stop):
+                sums[a, indices[p]] -= w * data[p]
+                sums[b, indices[p]] += w * data[p]
+            labels[i] = b
+            moved += 1
+        n_moves += moved
+        if moved == 0 or decrease - before <= min_decrease:
+            break
+    return n_moves, decrease, n_sweeps
+
+
 def _inputs(rows, weights):
     """``rows`` and ``weights`` as the kernels' one compiled type: C-ordered float64, read-only.
 
@@ -172,12 +244,20 @@ def add_to_clusters(rows, weights, labels, sums, masses):
 
 
 def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decrease=0.0):
-    """Visit ``rows`` in order, moving each to the cluster that lowers ``J`` most.
+    """Visit ``rows`` (dense, or a SciPy CSR matrix) in order, moving each to the cluster
+    that lowers ``J`` most.
 
-    The arguments and results are those of the compiled loop,
-    :func:`_hartigan_visits`: ``labels`` (int64), ``sums`` and ``masses``
-    (float64) are updated in place.
+    The arguments and results are those of the compiled loops,
+    :func:`_hartigan_visits` and, for CSR rows, :func:`_hartigan_visits_csr`:
+    ``labels`` (int64), ``sums`` and ``masses`` (float64) are updated in place.
     """
+    if sp.issparse(rows):
+        rows = sp.csr_matrix(rows)
+        csr = (read_only(np.ascontiguousarray(rows.data, dtype=np.float64)),
+               read_only(np.ascontiguousarray(rows.indices, dtype=np.int64)),
+               read_only(np.ascontiguousarray(rows.indptr, dtype=np.int64)))
+        return _hartigan_visits_csr(*csr, _inputs(weights, weights)[0], labels, sums, masses,
+                                    int(max_sweeps), float(min_decrease))
     return _hartigan_visits(*_inputs(rows, weights), labels, sums, masses, int(max_sweeps),
                             float(min_decrease))
 
@@ -188,3 +268,4 @@ def compile_local_search():
     labels, sums, masses = np.arange(8) % 2, np.zeros((2, 3)), np.zeros(2)
     add_to_clusters(rows, np.ones(8), labels, sums, masses)
     hartigan_visits(rows, np.ones(8), labels, sums, masses, 1)
+    hartigan_visits(sp.csr_matrix(rows), np.ones(8), labels, sums, masses, 1)
