@@ -234,9 +234,9 @@ class NumbaEngine(InMemorySteps):
         """Unit roundoff of the passes' arithmetic: dense float32 data are multiplied in float32."""
         return UNIT_ROUNDOFF if sp.issparse(self.X) else unit_roundoff(self.X.dtype)
 
-    def _work(self, centers):
+    def _work(self, n_clusters):
         """Multiply-adds of a pass's distance computation."""
-        return (self.X.nnz if sp.issparse(self.X) else self.X.size) * len(centers)
+        return (self.X.nnz if sp.issparse(self.X) else self.X.size) * n_clusters
 
     def _slots(self, n_clusters, n_features):
         """``(n_slots, chunks_per_slot, rows_per_chunk)`` of a pass (:func:`.threads.slot_layout`).
@@ -247,7 +247,7 @@ class NumbaEngine(InMemorySteps):
         rows = chunk_rows(n_clusters)
         n_chunks = -(-self.n_samples // rows)
         accumulator = (n_clusters + ACCUMULATOR_GAP) * (n_features + 1)
-        return (*slot_layout(n_chunks, accumulator), rows)
+        return (*slot_layout(n_chunks, accumulator, self._work(n_clusters)), rows)
 
     def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):
         """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin).
@@ -264,7 +264,7 @@ class NumbaEngine(InMemorySteps):
         k, n_features = centers.shape
         n_slots, slot_chunks, rows = self._slots(k, n_features)
         n_threads = min(self._threads,
-                        1 + self._work(centers) // WORK_PER_THREAD)
+                        1 + self._work(k) // WORK_PER_THREAD)
         sums, masses, scalars = _accumulators(n_slots, k, n_features)
         accumulators = SlotSums(sums, masses, scalars)
         outputs = RowOutputs(labels, margins, dmin, out)

@@ -43,14 +43,25 @@ def effective_n_threads(n_threads=None):
     return int(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
 
 
-def slot_layout(n_chunks, slot_floats):
+#: A slot is worth its accumulators (zeroed, then summed, at every pass) where the pass's
+#: work is at least this many times theirs: wide sparse data get fewer slots.
+WORK_PER_SLOT_FLOAT = 4
+
+
+def slot_layout(n_chunks, slot_floats, work):
     """``(n_slots, chunks_per_slot)`` of a pass over ``n_chunks`` chunks.
+
+    At most :data:`MAX_SLOTS`, at most as many as :data:`SLOT_FLOATS` allows
+    (8 at least), and at most one per :data:`WORK_PER_SLOT_FLOAT` times
+    ``slot_floats`` of work (1 at least).
 
     Parameters
     ----------
     n_chunks : int
     slot_floats : int
         Float64 values of one slot's accumulators.
+    work : int
+        Multiply-adds of the pass.
 
     Returns
     -------
@@ -58,7 +69,8 @@ def slot_layout(n_chunks, slot_floats):
         Slot ``s`` covers chunks ``[s * chunks_per_slot, (s + 1) * chunks_per_slot)``;
         independent of the number of threads.
     """
-    most = min(MAX_SLOTS, max(8, SLOT_FLOATS // max(1, slot_floats)))
+    most = min(MAX_SLOTS, max(8, SLOT_FLOATS // max(1, slot_floats)),
+               max(1, work // (WORK_PER_SLOT_FLOAT * max(1, slot_floats))))
     per_slot = max(1, -(-n_chunks // most))
     return max(1, -(-n_chunks // per_slot)), per_slot
 
