@@ -1,19 +1,18 @@
-"""
+r"""
 Choosing sigma with GridSearchCV
 ================================
 
-``SoftKMeans.score`` is the mean log-density of held-out data under the
-equal-weight isotropic Gaussian mixture whose means are the centroids and whose
-variance is ``sigma^2``. Unlike the training objective ``-F_sigma``, which grows
-with sigma (a search over it would pick the largest), this cross-validated score
+``SoftKMeans.score`` is the mean log-density of held-out data under the equal-weight
+isotropic Gaussian mixture whose means are the centroids and whose variance is
+:math:`\sigma^2`. Unlike the training objective :math:`-F_\sigma`, which grows with
+:math:`\sigma` (a search over it would pick the largest), this cross-validated score
 peaks where sigma matches the spread of the clusters, so a grid search over
-``sigma`` is meaningful. The blobs below
-have a standard deviation of 0.5.
+``sigma`` is meaningful. The blobs below have a standard deviation of 0.5.
 
-The grid runs on purpose past the critical temperature, where the centroids
-merge: the fits there warn (``CriticalTemperatureWarning``, and a
-``ConvergenceWarning`` for the clusters that merged), and their low score is
-what the search should see, so the example silences those warnings.
+The grid runs on purpose past the critical temperature, where the centroids merge:
+the fits there warn (``CriticalTemperatureWarning``, and a ``ConvergenceWarning``
+for the clusters that merged), and their low score is what the search should see, so
+the example silences those warnings.
 """
 
 import os

@@ -1,16 +1,16 @@
-"""
+r"""
 Finite identification with entmax
 =================================
 
-At a fixed configuration of centroids, softmax responsibilities approach the
-hard (one-hot) assignments only exponentially fast as sigma decreases, whereas
-entmax-1.5 responsibilities become exactly one-hot once ``sigma`` falls below
-``sigma_id = sqrt(Delta_min) / 2``, ``Delta_min`` being the smallest assignment
-margin. The figure shows the largest deviation from the hard assignments for
-both relaxations on the iris data, after one update started at a K-Means fixed
-point (below ``sigma_id`` the entmax update leaves that point exactly in place).
-A single update is what the figure measures, so the fits stop at ``max_iter=1``
-and their ``ConvergenceWarning`` is silenced.
+At a fixed configuration of centroids, softmax responsibilities approach the hard
+(one-hot) assignments only exponentially fast as sigma decreases, whereas entmax-1.5
+responsibilities become exactly one-hot once :math:`\sigma` falls below
+:math:`\sigma_{\mathrm{id}} = \sqrt{\Delta_{\min}} / 2`, :math:`\Delta_{\min}` being
+the smallest assignment margin. The figure shows the largest deviation from the hard
+assignments for both relaxations on the iris data, after one update started at a
+K-Means fixed point (below :math:`\sigma_{\mathrm{id}}` the entmax update leaves
+that point exactly in place). A single update is what the figure measures, so the
+fits stop at ``max_iter=1`` and their ``ConvergenceWarning`` is silenced.
 """
 
 import os
