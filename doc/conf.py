@@ -18,6 +18,12 @@ extensions = [
     "numpydoc",
     "sphinx_gallery.gen_gallery",
 ]
+# Maths is rendered by MathJax in the reader's browser. sphinx-mathjax-offline (in the docs
+# extra) copies MathJax into the built pages, so that they render with no network; without it
+# the pages load MathJax from its CDN.
+if find_spec("sphinx-mathjax-offline"):
+    extensions.append("sphinx-mathjax-offline")
+
 # Cross-links to other projects need the network; opt in with SOFTKMEANS_DOCS_INTERSPHINX=1.
 if os.environ.get("SOFTKMEANS_DOCS_INTERSPHINX") == "1":
     extensions.append("sphinx.ext.intersphinx")

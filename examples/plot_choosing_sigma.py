@@ -1,31 +1,41 @@
-"""
+r"""
 Choosing sigma with GridSearchCV
 ================================
 
-``SoftKMeans.score`` is the mean log-density of held-out data under the
-equal-weight isotropic Gaussian mixture whose means are the centroids and whose
-variance is ``sigma^2``. Unlike the training objective ``-F_sigma``, which grows
-with sigma (a search over it would pick the largest), this cross-validated score
+``SoftKMeans.score`` is the mean log-density of held-out data under the equal-weight
+isotropic Gaussian mixture whose means are the centroids and whose variance is
+:math:`\sigma^2`. Unlike the training objective :math:`-F_\sigma`, which grows with
+:math:`\sigma` (a search over it would pick the largest), this cross-validated score
 peaks where sigma matches the spread of the clusters, so a grid search over
-``sigma`` is meaningful. The blobs below
-have a standard deviation of 0.5.
+``sigma`` is meaningful. The blobs below have a standard deviation of 0.5.
+
+The grid runs on purpose past the critical temperature, where the centroids merge:
+the fits there warn (``CriticalTemperatureWarning``, and a ``ConvergenceWarning``
+for the clusters that merged), and their low score is what the search should see, so
+the example silences those warnings.
 """
 
 import os
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from softkmeans import SoftKMeans
+from softkmeans.exceptions import CriticalTemperatureWarning
 
 SMALL = os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1"
 X, _ = make_blobs(n_samples=150 if SMALL else 600, centers=4, cluster_std=0.5, random_state=0)
 sigmas = np.geomspace(0.05, 5.0, 8 if SMALL else 25)
 
 search = GridSearchCV(SoftKMeans(n_clusters=4, random_state=0), {"sigma": sigmas}, cv=3)
-search.fit(X)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", CriticalTemperatureWarning)
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    search.fit(X)
 scores = search.cv_results_["mean_test_score"]
 
 fig, ax = plt.subplots(figsize=(6, 4))

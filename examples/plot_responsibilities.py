@@ -1,4 +1,4 @@
-"""
+r"""
 ===========================================================
 Softmax and entmax-1.5 responsibilities in the plane
 ===========================================================
@@ -12,9 +12,9 @@ assignments and blends are soft ones.
   ``1e-6`` of one-hot, but no point is ever exactly one-hot.
 - Bottom row, entmax-1.5: outside the solid contour the responsibilities are
   *exactly* one-hot. The soft region is the band of points closer than
-  ``2 sigma^2 / ||mu_j - mu_l||`` to a bisector, i.e. the points whose margin is
-  below ``4 sigma^2`` (:func:`softkmeans.diagnostics.unidentified_count` counts
-  them in a data set).
+  :math:`2\sigma^2 / \lVert\mu_j - \mu_l\rVert` to a bisector, i.e. the points
+  whose margin is below :math:`4\sigma^2`
+  (:func:`softkmeans.diagnostics.unidentified_count` counts them in a data set).
 """
 
 import os

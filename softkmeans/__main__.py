@@ -65,7 +65,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m softkmeans", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"softkmeans {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="fit the three estimators on iris and print a table")
+    demo_help = ("show, in a few seconds, four cases where the estimators differ from "
+                 "scikit-learn's KMeans (data drawn with fixed seeds; nothing to download)")
+    demo = commands.add_parser("demo", help=demo_help, description=demo_help)
     demo.add_argument("--random-state", type=seed, default=0,
                       help="seed of the k-means++ starts (an integer in [0, 2**32))")
     commands.add_parser("reproduce", add_help=False,

@@ -50,8 +50,8 @@ def one_blas_thread(task):
 
     Dask runs blocks on several threads of one process; each block's pass sets
     BLAS to one thread and restores what it found, so a pass that ends while
-    another runs would hand that one back its BLAS threads (4 threads on 2
-    cores: 30 times slower, measured). The hold is counted across the tasks.
+    another runs would hand that one back its BLAS threads, oversubscribing
+    the cores. The hold is counted across the tasks.
     """
 
     @functools.wraps(task)

@@ -42,9 +42,9 @@ Compilation: numba compiles every jitted function with all of its callees
 linked in and optimizes and translates that whole tree again, so each level
 of calls repeats the work below it. The passes are therefore flat (the
 chunk loop is written out in :func:`dense_pass`, the row loop in
-:func:`csr_pass`, the dense softmax finish is one function), which took the
-first fit's compilation from about 10 s to about 7 s here (CSR: 5 s to
-3.5-4 s); the functions only kernels call have no Python wrappers.
+:func:`csr_pass`, the dense softmax finish is one function), which keeps the
+compilation of a first fit short; the functions only kernels call have no
+Python wrappers.
 """
 
 from collections import namedtuple
@@ -187,8 +187,8 @@ def _shifted_distances_and_nearest(U, x_sq, c_sq, per_row):
     ``per_row`` (:data:`ChunkRows`), ``first`` its ``dmin``.
 
     The running minima live in arrays allocated here: LLVM cannot tell
-    whether buffers of the caller overlap ``U`` and would leave the loop
-    scalar (three times slower, measured).
+    whether buffers of the caller overlap ``U`` and would not vectorize the
+    loop.
     """
     k, rows = U.shape
     u_first = np.empty(rows, U.dtype)
@@ -286,14 +286,13 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
     adds that share on its own instead and gets ``scale_r = 0``: its other
     weights, below ``1e-30`` of its own, are below the resolution of every
     centroid's sums but a light one's, which the engine sums again exactly
-    (in float32 their products were subnormal or 0; the pass was 6% slower
-    at 1e6 x 100). The row's gap keeps them. The products then run over the
+    (in float32 their products would be subnormal or 0, and subnormal
+    arithmetic is slow). The row's gap keeps them. The products then run over the
     other rows only (their columns of ``E`` packed, their indices in
-    ``kept``), or not at all: at the paper's temperature at 1e6 x 100 about
-    one row in 500 takes part after the first iteration, and the product
-    cost as much as the cross term. The masses are not a column of the
-    product: 65 columns cost about 10% more than 64 (measured), more than
-    the GEMV.
+    ``kept``), or not at all: at a low temperature few rows take part after
+    the first iteration, and a product over every row would cost as much as
+    the cross term. The masses are not a column of the product: one more
+    column than a multiple of the kernels' width costs more than the GEMV.
     """
     k, rows = E.shape
     n_features = Xc.shape[1]

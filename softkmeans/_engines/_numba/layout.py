@@ -4,14 +4,11 @@
 (OpenBLAS on SkylakeX and its successors, see
 :func:`blocked_products`): products of at most :data:`SMALL_PRODUCT`
 multiply-adds whose operands are contiguous in the right order run there
-without packing. At ``k = 100``, ``d = 64`` in float32 (one thread), the
-transpose and the blocked cross term cost 0.145 us per row against 0.172 for
-one GEMM on ``X_chunk^T``, and the blocked second product 0.116 against 0.165
-(measured). Without such kernels the blocks only cost more calls: the
-second product by blocks of 32 centroids took 0.26 us per row with OpenBLAS's
-Haswell kernels. With fewer features than a tile the transpose is element by
-element and costs more than it saves (the hard path at ``d = 8``, ``k = 5``:
-1.67 of scikit-learn's iteration against 1.30 for one GEMM on ``X_chunk^T``).
+without packing, so that the transpose and the blocked products cost less
+than one GEMM on ``X_chunk^T``. Without such kernels the blocks only cost
+more calls. With fewer features than a tile the transpose is element by
+element and costs more than it saves, so the products are not blocked. The
+performance page of the documentation has the measurements.
 """
 
 import functools
@@ -37,7 +34,7 @@ def blocked_products():
     ``OPENBLAS_CORETYPE`` variable changes it). Their small-matrix kernels
     multiply blocks of a few dozen centroids without packing, faster than
     one call for all centroids; other kernels (OpenBLAS's Haswell and Zen
-    ones, measured) are slower by blocks. See :mod:`.kernels`.
+    ones) are slower by blocks. See :mod:`.kernels`.
 
     Returns
     -------
@@ -60,7 +57,7 @@ def chunk_rows(n_clusters):
 
     The column loops over a chunk's rows vectorize 16 float32 lanes wide; a
     row count that is not a multiple of 16 leaves a scalar tail for every
-    centroid (131 rows at ``k = 1000`` cost about 10% more than 128, measured).
+    centroid.
     """
     return max(32, min(256, (1 << 18) // max(n_clusters, 1)) // 16 * 16)
 
@@ -70,9 +67,8 @@ def product_block(rows, n_features):
 
     ``C[j0:j1] @ X_chunk^T`` and ``E[j0:j1] @ (s * X_chunk)`` are called on
     blocks of centroids small enough (32 centroids of 64 features for 256
-    rows) for OpenBLAS to take its unpacked small-matrix kernels: 15-30%
-    faster here than one call for all centroids, and a little faster than
-    blocks of 48.
+    rows) for OpenBLAS to take its unpacked small-matrix kernels, which are
+    faster than one call for all centroids and than larger blocks.
     """
     return max(16, SMALL_PRODUCT // (n_features * rows) // 16 * 16)
 

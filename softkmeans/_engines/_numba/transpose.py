@@ -3,12 +3,11 @@
 OpenBLAS's small-matrix kernels (SkylakeX and its successors) compute
 ``C_block @ X_chunk^T`` without packing its operands only when ``X_chunk^T``
 is stored as a C-contiguous ``(n_features, rows)`` array. numba's element-wise
-loops transpose a 256 x 64 float32 chunk at about 0.045 us per row, as much as
-the packing it saves; :func:`transpose_rows` moves whole square tiles of 64
-bytes per row through registers instead (16 x 16 float32, 8 x 8 float64): one
-vector load per row of the tile, ``log2(tile)`` rounds of two-input shuffles,
-one vector store per column. Measured here: 0.027-0.030 us per row of 64
-float32 features, including the read of X from memory.
+loops transpose a chunk at about the cost of the packing that the transpose
+saves; :func:`transpose_rows` moves whole square tiles of 64 bytes per row
+through registers instead (16 x 16 float32, 8 x 8 float64): one vector load
+per row of the tile, ``log2(tile)`` rounds of two-input shuffles, one vector
+store per column.
 """
 
 from llvmlite import ir
