@@ -180,19 +180,15 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                               dtype=[np.float64, np.float32], order="C")
         return canonical_csr(X)
 
-    def _check_params_vs_input(self, X, sample_weight, draws_from_X=True):
-        """Data-dependent checks that ``_parameter_constraints`` cannot express.
-
-        ``draws_from_X=False`` (the first batch of a stream with an array ``init``)
-        drops the requirement of ``n_clusters`` samples of positive weight.
-        """
+    def _check_params_vs_input(self, X, sample_weight):
+        """Data-dependent checks that ``_parameter_constraints`` cannot express."""
         n_samples = X.shape[0]
-        if draws_from_X and n_samples < self.n_clusters:
+        if n_samples < self.n_clusters:
             raise ValueError(
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
             )
         n_positive = int(np.count_nonzero(sample_weight > 0))
-        if draws_from_X and n_positive < self.n_clusters:
+        if n_positive < self.n_clusters:
             raise ValueError(
                 f"Only {n_positive} samples have a positive sample_weight, fewer than "
                 f"n_clusters={self.n_clusters}."
@@ -693,19 +689,21 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         given any mass stays in place; :class:`EntmaxKMeans` with
         ``empty_cluster="reseed"`` moves it onto the batch's observation farthest
         from its nearest centroid instead (its statistics stay zero until a batch
-        reaches it). The first call initializes from its batch (``init``; one
-        start, so it needs at least ``n_clusters`` samples of positive weight
-        unless ``init`` is an array); a model fitted by :meth:`fit` continues from
-        its centroids. The update is the alternating one whatever ``algorithm``
+        reaches it). The first call initializes from its batch (``init``, one
+        start) and needs at least ``n_clusters`` samples of positive weight, an
+        array ``init`` too: its update moves every centroid to its
+        responsibility-weighted mean of that batch alone, and fewer rows would
+        put several centroids on one. A model fitted by :meth:`fit` continues
+        from its centroids. The update is the alternating one whatever ``algorithm``
         says; ``max_iter``, ``tol`` and ``n_init`` do not apply, and the attributes
         :meth:`fit` derives from the whole training set (``labels_``,
         ``margins_``, ``bounds_``, ...) are removed. The parameters that define
         the model (``n_clusters``, ``sigma`` and entmax's ``alpha``) are those the
         stream started with: changing one with ``set_params`` before the next
         call raises ``ValueError`` (call :meth:`fit`, or start a new stream on
-        ``sklearn.base.clone(model)``); ``decay``, ``backend`` and ``n_threads``
-        apply from the next batch. A call that raises leaves the estimator as it
-        was.
+        ``sklearn.base.clone(model)``); ``decay``, ``reassignment_ratio``,
+        ``backend`` and ``n_threads`` apply from the next batch. A call that
+        raises leaves the estimator as it was.
 
         Parameters
         ----------
@@ -743,8 +741,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         stream = None if first else getattr(self, "_stream", None)
         rng = check_random_state(self.random_state)
         if first:
-            self._check_params_vs_input(X, sample_weight,
-                                        draws_from_X=not _is_array_init(self.init))
+            self._check_params_vs_input(X, sample_weight)
             engine = get_engine(self.backend, X, sample_weight, self.n_threads)
             centers = self._init_centers(X, engine, rng)
             self._prepare(engine, centers)

@@ -114,15 +114,17 @@ class SoftKMeans(FixedTemperatureKMeans):
         points: a centroid whose mass is below this fraction of the largest, or
         that another centroid duplicates (their squared distance at most 0.05
         times ``2 sigma^2``: both take every observation's responsibilities
-        in nearly the same ratio). In :meth:`fit` (``algorithm="alternating"``), a run
-        that has converged with such centroids moves them onto observations
-        drawn as k-means++ draws (probability proportional to the squared
-        distance to the nearest kept centroid, ``random_state`` seeding it)
-        and goes on from there only if ``F_sigma`` is no larger there, for at
-        most 10 relocations; otherwise it keeps what it had. In
-        :meth:`partial_fit` the rule is checked each time ``10 * n_clusters``
-        samples have arrived since the last move, the draws come from the batch,
-        and a move is kept if the batch's objective is no larger. 0 turns it off.
+        in nearly the same ratio). In :meth:`fit` (``algorithm="alternating"``),
+        a run that has converged with such centroids moves them onto
+        observations drawn as greedy k-means++ draws (probability proportional
+        to the squared distance to the nearest kept centroid, ``random_state``
+        seeding it) and goes on from there; the continued run is kept if it
+        converges to a lower negative log-likelihood per sample (:meth:`score`'s
+        measure, comparable across temperatures), otherwise the run before it
+        is, and no relocation is tried again (at most 10). In :meth:`partial_fit`
+        the rule is checked each time ``10 * n_clusters`` samples have arrived
+        since the last move, the draws come from the batch, and a move is kept if
+        the batch's distortion ``J`` is no larger. 0 turns it off.
 
     Attributes
     ----------

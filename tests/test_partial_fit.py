@@ -176,12 +176,15 @@ def test_decay_changes_between_calls_apply_to_the_next_batch():
 
 
 @pytest.mark.parametrize("Estimator", ESTIMATORS)
-def test_an_array_init_starts_a_stream_on_any_batch(Estimator):
+def test_a_first_batch_needs_n_clusters_rows_even_with_an_array_init(Estimator):
+    """Its update puts every centroid at its weighted mean of that batch: one row would
+    put all of them on it."""
     X, _, means = make_mixture(n_per=20, k=3, seed=11)
-    model = Estimator(3, sigma=0.5, init=means).partial_fit(X[:1])
+    for init in (means, "k-means++"):
+        with pytest.raises(ValueError, match="n_samples=1 should be >= n_clusters=3"):
+            Estimator(3, sigma=0.5, init=init).partial_fit(X[:1])
+    model = Estimator(3, sigma=0.5, init=means).partial_fit(X[:3])
     assert model.n_steps_ == 1 and np.isfinite(model.cluster_centers_).all()
-    with pytest.raises(ValueError, match="n_samples=1 should be >= n_clusters=3"):
-        Estimator(3, sigma=0.5).partial_fit(X[:1])  # a drawn init needs k rows
 
 
 @pytest.mark.parametrize("Estimator", ESTIMATORS)

@@ -1,5 +1,7 @@
 """Abandoned centroids (starving or duplicated) are moved, in fits and in streams."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -117,3 +119,59 @@ def test_every_engine_moves_the_centroids_the_reference_moves(Estimator, dtype, 
     tol = 1e-5 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(model.cluster_centers_, reference.cluster_centers_, rtol=tol,
                                atol=tol * np.abs(X).max())
+
+
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans])
+def test_nothing_is_counted_where_nothing_can_move(Estimator):
+    """Every observation on a kept centroid: no draw places anything, no round is spent."""
+    for X in (np.ones((50, 2)), np.repeat([[0.0, 0.0], [5.0, 5.0]], 20, axis=0)):
+        off = Estimator(3, sigma=0.5, random_state=0, reassignment_ratio=0).fit(X)
+        on = Estimator(3, sigma=0.5, random_state=0).fit(X)
+        assert on.n_reassigned_ == 0 and on.n_iter_ == off.n_iter_
+        np.testing.assert_array_equal(on.cluster_centers_, off.cluster_centers_)
+
+
+def test_the_heavier_duplicate_of_a_pair_may_come_later():
+    centers = np.array([[0.0, 0.0], [0.0, 0.01], [5.0, 5.0]])
+    for masses in ([10.0, 10.5, 8.0], [10.5, 10.0, 8.0]):
+        assert abandoned(np.array(masses), centers, SOFT, 0.01).tolist() == [1]
+
+
+def test_merged_centroids_on_a_heavy_cluster_are_split_off_after_converging():
+    """Moving a duplicate off a heavy cluster first raises F_sigma (duplicates share its
+    points); the run is judged once it has converged again."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal([0, 0], 0.3, (1000, 2)), rng.normal([4, 0], 0.3, (50, 2)),
+                   rng.normal([4, 4], 0.3, (50, 2))])
+    start = np.array([[0.0, 0.0], [1e-3, 0.0], [4.0, 2.0]])
+    model = SoftKMeans(3, sigma=0.5, init=start, random_state=0).fit(X)
+    best = SoftKMeans(3, sigma=0.5, init=[[0, 0], [4, 0], [4, 4]], reassignment_ratio=0).fit(X)
+    assert model.n_reassigned_ == 1 and model.converged_
+    assert model.inertia_ == pytest.approx(best.inertia_, rel=1e-6)
+
+
+def test_a_relocation_without_room_to_converge_keeps_the_converged_run():
+    X, _, start = _components(seed=1)
+    free = SoftKMeans(6, init=start, sigma=1.5, random_state=0).fit(X)
+    assert free.n_reassigned_ >= 1
+    for max_iter in range(2, free.n_iter_):
+        capped = SoftKMeans(6, init=start, sigma=1.5, random_state=0, max_iter=max_iter)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            capped.fit(X)
+        if capped.converged_:
+            assert capped.n_iter_ <= max_iter
+        if capped.n_reassigned_ == 0 and capped.converged_:
+            off = SoftKMeans(6, init=start, sigma=1.5, reassignment_ratio=0).fit(X)
+            np.testing.assert_array_equal(capped.cluster_centers_, off.cluster_centers_)
+
+
+def test_dask_top_rows_break_ties_in_index_order():
+    da = pytest.importorskip("dask.array")
+    from softkmeans._dask.engine import BlockwiseEngine
+
+    scores = np.zeros(1000)
+    scores[[3, 10, 500, 900, 999]] = 5.0
+    scores[7] = 9.0
+    engine = BlockwiseEngine(da.ones((1000, 2), chunks=100), None, "numpy", None)
+    assert engine.top_rows(da.from_array(scores, chunks=100), 4).tolist() == [7, 3, 10, 500]

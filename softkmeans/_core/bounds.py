@@ -391,6 +391,10 @@ MEANINGS = {
 }
 
 
+#: Constants of a certificate that only its entmax rows use.
+_ENTMAX_CONSTANTS = ("alpha", "tsallis_gap", "n_unidentified")
+
+
 @dataclass
 class Certificate:
     """Every bound of the paper evaluated at one configuration.
@@ -432,14 +436,16 @@ class Certificate:
     def for_relaxation(self, kind):
         """The checks about the ``kind`` relaxation (``"softmax"`` or ``"entmax"``) alone.
 
-        A softmax fit's certificate has no entmax rows and no ``alpha``; an entmax
-        fit's keeps the comparison of the two objectives (Prop 7).
+        A softmax fit's certificate has no entmax rows and none of their constants
+        (``alpha``, the Tsallis gap, the unidentified weight); an entmax fit's
+        keeps the comparison of the two objectives (Prop 7).
         """
         keep = {kind, "both"} if kind == "entmax" else {kind}
         checks = [c for c in self.checks if MEANINGS.get(c.name, ("both",))[0] in keep]
         constants = dict(self.constants)
         if kind == "softmax":
-            constants.pop("alpha", None)
+            for name in _ENTMAX_CONSTANTS:
+                constants.pop(name, None)
         return Certificate(checks, constants)
 
     def to_frame(self):

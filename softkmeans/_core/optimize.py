@@ -401,20 +401,36 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
     reassign : Reassign, default=None
         When given, a run that has converged with abandoned centroids
         (:func:`~softkmeans._core.reassignment.abandoned`) relocates them
-        (:func:`~softkmeans._core.reassignment.relocate`) and goes on from there
-        if the objective at the run's temperature is no worse there; otherwise
-        it stops where it was. A kept relocation's pass counts in ``n_iter``.
+        (:func:`~softkmeans._core.reassignment.relocate`) and goes on from there;
+        the continued run is kept if it converges to a lower per-sample score
+        (its relocation's pass and updates count in ``n_iter``), otherwise the
+        run before it is, and no relocation is tried again.
 
     Returns
     -------
     RunResult
         ``spec`` is the relaxation at the run's last temperature.
     """
+    run = _alternate(engine, centers, spec, max_iter=max_iter, tol=tol, empty=empty,
+                     record_path=record_path, verbose=verbose, fit_sigma=fit_sigma, dtype=dtype)
+    while reassign is not None and run.converged and run.n_iter < max_iter:
+        trial = _relocated(engine, run, reassign, max_iter - run.n_iter, empty=empty,
+                           tol=tol, record_path=record_path, verbose=verbose,
+                           fit_sigma=fit_sigma, dtype=dtype)
+        if trial is None:
+            break
+        run = trial
+    return run
+
+
+def _alternate(engine, centers, spec, *, max_iter, tol, empty, record_path, verbose, fit_sigma,
+               dtype):
+    """:func:`alternating` without relocations: one run to its stopping rule or ``max_iter``."""
     rule, progress = StoppingRule.of(tol), Progress.of(verbose)
     centers = np.array(centers, dtype=np.float64)
     stats = engine.estep(centers, spec)
     path = _new_trajectory(record_path, stats, centers)
-    converged, n_iter, reseeded, parked, n_reassigned = False, 0, set(), set(), 0
+    converged, n_iter, reseeded, parked = False, 0, set(), set()
     needs_norms = fit_sigma is not None or rule.kind != "relative"
     row_norms = _weighted_row_norms(engine) if needs_norms else None
     test = rule.bind(engine, stats, row_norms)
@@ -462,42 +478,47 @@ def alternating(engine, centers, spec, *, max_iter, tol, empty="keep", record_pa
             centers, stats = new, new_stats
             progress.iteration(n_iter, stats, spec, step)
             strict = False
-        if not done:
-            continue
-        moved = _relocated(engine, centers, stats, spec, reassign, n_iter < max_iter, dtype)
-        if moved is None:
+        if done:
             converged = True
             break
-        n_iter, before = n_iter + 1, None
-        centers, stats, count = moved
-        n_reassigned += count
-        progress.say(f"Iteration {n_iter}: moved {count} abandoned centroids, inertia "
-                     f"{stats.inertia:.6g}")
-        if path is not None:
-            path.add(stats, centers, np.nan, count, np.nan)
     _report_end(progress, n_iter, converged, converged and strict, max_iter)
     return RunResult(centers, stats, n_iter, converged, spec, [path] if path else [],
-                     n_reassigned=n_reassigned + len(reseeded))
+                     n_reassigned=len(reseeded))
 
 
-def _relocated(engine, centers, stats, spec, reassign, may_iterate, dtype):
-    """``(centers, stats, count)`` after relocating the abandoned centroids of a converged
-    run, or None: no :class:`~softkmeans._core.reassignment.Reassign`, no round left, no
-    iteration left, nothing abandoned, or a relocation whose score is worse (no later
-    round then)."""
-    if reassign is None or reassign.rounds <= 0 or not may_iterate:
+def _relocated(engine, run, reassign, max_iter, **options):
+    """The converged ``run`` continued after relocating its abandoned centroids, or None.
+
+    The centroids that :func:`~softkmeans._core.reassignment.abandoned` finds are
+    placed by :func:`~softkmeans._core.reassignment.relocate`, and the run goes
+    on from there for at most ``max_iter - 1`` updates (the relocation's pass
+    is one). The result is kept if that run converges to a per-sample score
+    (the isotropic mixture's negative log-likelihood, comparable across
+    temperatures) below ``run``'s; otherwise None, and no later relocation is
+    tried. None also when nothing was placed or no round is left.
+    """
+    if reassign.rounds <= 0 or max_iter < 2:
         return None
-    moving = abandoned(stats.masses, centers, spec, reassign.ratio)
+    spec, stats = run.spec, run.stats
+    moving = abandoned(stats.masses, run.centers, spec, reassign.ratio)
     if moving.size == 0:
         return None
-    moved = _stored(relocate(engine, centers, moving, reassign.rng), dtype)
-    moved_stats = engine.estep(moved, spec)
-    d = engine.X.shape[1]
-    if _per_sample_score(moved_stats, spec, d) > _per_sample_score(stats, spec, d):
-        reassign.rounds = 0
+    moved, placed = relocate(engine, run.centers, moving, reassign.rng)
+    if placed == 0:
         return None
     reassign.rounds -= 1
-    return moved, moved_stats, int(moving.size)
+    progress = Progress.of(options["verbose"])
+    progress.say(f"Moving {placed} abandoned centroids (inertia {stats.inertia:.6g})")
+    trial = _alternate(engine, _stored(moved, options["dtype"]), spec, max_iter=max_iter - 1,
+                       **options)
+    d = engine.X.shape[1]
+    if not (trial.converged and _per_sample_score(trial.stats, trial.spec, d)
+            < _per_sample_score(stats, spec, d)):
+        reassign.rounds = 0
+        progress.say("The relocation did not pay: back to the run before it")
+        return None
+    return replace(trial, n_iter=run.n_iter + 1 + trial.n_iter, stages=run.stages + trial.stages,
+                   n_reassigned=run.n_reassigned + placed + trial.n_reassigned)
 
 
 #: Relative gap ``(J - F) / J`` above which a pass is soft enough for the update to be

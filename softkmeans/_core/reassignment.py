@@ -15,6 +15,8 @@ lowers the sum of those distances most), the distances updated after each.
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
 from .responsibilities import RelaxationSpec
@@ -68,15 +70,24 @@ def abandoned(masses, centers, spec, ratio):
     Returns
     -------
     ndarray of int
-        Starving centroids, and of each group of duplicates every one but the
-        first; never the heaviest centroid.
+        Starving centroids (never the heaviest one), and of each group of
+        duplicates every one but the first.
     """
     moving = masses < ratio * masses.max()
+    moving[np.argmax(masses)] = False
     if spec.kind != "hard":
         pairs = cKDTree(centers).query_pairs(np.sqrt(DUPLICATE * spec.tau),
                                              output_type="ndarray")
-        moving[pairs.max(axis=1)] = True
-    moving[np.argmax(masses)] = False
+        if len(pairs):
+            k = len(centers)
+            graph = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])),
+                                  shape=(k, k))
+            _, group = connected_components(graph, directed=False)
+            # the first centroid of each group of duplicates stays (duplicates share their
+            # mass about equally: an order by mass would follow each engine's rounding)
+            stays = np.zeros(k, dtype=bool)
+            stays[np.unique(group, return_index=True)[1]] = True
+            moving |= ~stays
     return np.flatnonzero(moving)
 
 
@@ -95,25 +106,31 @@ def relocate(engine, centers, moving, rng):
 
     Returns
     -------
-    ndarray of shape (n_clusters, n_features)
-        A copy. A centroid stays where every observation already sits on a kept
-        or placed centroid (nothing to gain).
+    centers : ndarray of shape (n_clusters, n_features)
+        A copy with the placed centroids moved.
+    placed : int
+        How many of ``moving`` were placed, in their order: the draws stop where
+        every observation already sits on a kept or placed centroid (nothing
+        to gain).
     """
     centers = centers.copy()
     kept = np.setdiff1d(np.arange(len(centers)), moving)
-    dmin = engine.estep(centers[kept], _HARD, with_sums=False).dmin
-    weights = engine.sample_weight / engine.sample_weight.max()
+    # per-row values as numpy arrays (a blockwise engine's are computed once here)
+    dmin = np.asarray(engine.estep(centers[kept], _HARD, with_sums=False).dmin, dtype=float)
+    weights = np.asarray(engine.sample_weight, dtype=float)
+    weights = weights / weights.max()
     trials = 2 + int(np.log(len(centers)))  # as scikit-learn's greedy k-means++
+    placed = 0
     for j in moving:
-        cumulative = np.cumsum(weights * dmin)  # a dask array's per-row values stay lazy
-        total = float(cumulative[-1])
-        if not total > 0:
+        cumulative = np.cumsum(weights * dmin)
+        if not cumulative[-1] > 0:
             break
-        # the first rows whose cumulative sums exceed the draws (searchsorted, side="right")
-        rows = [min(int((cumulative <= u * total).sum()), engine.n_samples - 1)
-                for u in rng.uniform(size=trials)]
-        candidates = np.vstack([engine.row(i) for i in rows])
-        nearer = np.minimum(dmin[:, None], engine.sq_distances(candidates))
-        best = int(np.argmin([float(v) for v in weights @ nearer]))
+        draws = rng.uniform(size=trials) * cumulative[-1]
+        rows = np.minimum(np.searchsorted(cumulative, draws, side="right"), len(dmin) - 1)
+        candidates = np.vstack([engine.row(int(i)) for i in rows])
+        nearer = np.minimum(dmin[:, None],
+                            np.asarray(engine.sq_distances(candidates), dtype=float))
+        best = int(np.argmin(weights @ nearer))
         centers[j], dmin = candidates[best], nearer[:, best]
-    return centers
+        placed += 1
+    return centers, placed

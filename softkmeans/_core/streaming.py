@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .optimize import _reseed_empty, mixture_variance
 from .reassignment import abandoned, relocate
-from .responsibilities import SIGMA_MAX, SIGMA_MIN
+from .responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 
 __all__ = ["Stream", "start_stream", "stream_step", "weighted_spread"]
 
@@ -153,10 +153,12 @@ def stream_step(stream, engine, *, decay, fit_sigma=None, reseed=False, reassign
         once :data:`CHECK_EVERY` times ``n_clusters`` observations have arrived
         since the last look, abandoned centroids move onto the batch's
         observations (:func:`~softkmeans._core.reassignment.relocate`) if the
-        batch's objective is no larger there. A moved centroid's running
-        statistics become those of the smallest mass of the kept ones sitting
-        at its new place (with a fitted temperature, they enter the running
-        weight and spread alike), so that it is not abandoned again at once.
+        batch's distortion ``J`` is no larger there (the soft objective of
+        one batch rewards a duplicate, which shares its points; ``J`` does
+        not). A moved centroid's running statistics become those of the
+        smallest mass of the kept ones sitting at its new place (with a fitted
+        temperature, they enter the running weight and spread alike), so that
+        it is not abandoned again at once.
 
     Returns
     -------
@@ -199,16 +201,18 @@ CHECK_EVERY = 10
 
 def _relocate_abandoned(stream, engine, ratio, reseeded):
     """Move ``stream``'s abandoned centroids but the ``reseeded`` ones onto the batch of
-    ``engine`` (in place) where the batch's objective is no larger; see :func:`stream_step`."""
+    ``engine`` (in place) where the batch's ``J`` is no larger; see :func:`stream_step`."""
     stream.since_check = 0
     moving = np.setdiff1d(abandoned(stream.masses, stream.centers, stream.spec, ratio),
                           reseeded)
     if moving.size == 0:
         return
     rng = np.random.RandomState([stream.seed, stream.n_steps])
-    moved = relocate(engine, stream.centers, moving, rng)
-    if engine.estep(moved, stream.spec, with_sums=False).objective > engine.estep(
-            stream.centers, stream.spec, with_sums=False).objective:
+    moved, placed = relocate(engine, stream.centers, moving, rng)
+    moving = moving[:placed]
+    hard = RelaxationSpec("hard")
+    if placed == 0 or engine.estep(moved, hard, with_sums=False).inertia > engine.estep(
+            stream.centers, hard, with_sums=False).inertia:
         return
     kept = np.setdiff1d(np.arange(len(moved)), moving)
     virtual = float(stream.masses[kept].min())

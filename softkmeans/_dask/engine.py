@@ -294,8 +294,14 @@ class BlockwiseEngine:
 
     def top_rows(self, scores, count):
         """Indices of the ``count`` largest of the per-row ``scores`` (a dask array), the
-        largest first, taken blockwise."""
-        return np.asarray(scores.argtopk(count).compute())
+        largest first, ties in index order: the ``count``-th largest value blockwise,
+        then the rows at or above it."""
+        if count <= 0:
+            return np.empty(0, dtype=np.intp)
+        threshold = float(scores.topk(count).compute().min())
+        rows = da.flatnonzero(scores >= threshold).compute()
+        values = np.asarray(scores[rows].compute())
+        return rows[np.lexsort((rows, -values))][:count]
 
     def relative_weights(self):
         """The weights over the largest, as a column dask array, or None for unit weights."""

@@ -167,7 +167,8 @@ def _row_dot(data, indices, start, stop, sums, j):
 @njit(**JIT_OPTIONS)
 def _hartigan_visits_csr(data, indices, indptr, weights, labels, sums, masses, max_sweeps,
                          min_decrease):
-    """:func:`_hartigan_visits` over CSR rows (``data``, ``indices``, ``indptr``).
+    """:func:`_hartigan_visits` over canonical CSR rows (``data``, ``indices``, ``indptr``:
+    no column twice in a row; :func:`hartigan_visits` makes them so).
 
     A distance is expanded, ``||x||^2 - 2 x . s_j / m_j + ||s_j||^2 / m_j^2``, from the
     row's stored entries, the cluster sums ``s_j`` and their squared norms, which every
@@ -253,6 +254,9 @@ def hartigan_visits(rows, weights, labels, sums, masses, max_sweeps, min_decreas
     """
     if sp.issparse(rows):
         rows = sp.csr_matrix(rows)
+        if not rows.has_canonical_format:
+            rows = rows.copy()
+            rows.sum_duplicates()
         csr = (read_only(np.ascontiguousarray(rows.data, dtype=np.float64)),
                read_only(np.ascontiguousarray(rows.indices, dtype=np.int64)),
                read_only(np.ascontiguousarray(rows.indptr, dtype=np.int64)))
