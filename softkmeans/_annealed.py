@@ -57,11 +57,12 @@ class AnnealedKMeans(BaseSoftKMeans):
     ``n_clusters="auto"`` (mass-constrained only) chooses the number of
     clusters from one growth: the codebook splits one codevector at a time up
     to ``max_clusters``, the codebook of every ``k`` is polished (Lloyd's
-    algorithm, Hartigan's moves and the merge-and-split search) and scored by
-    the BIC of the isotropic Gaussian mixture fitted to its clusters (their
-    shares as weights, one variance per cluster); the ``k`` of smallest BIC is
-    finished as an integer ``n_clusters`` would be. ``cluster_path_`` keeps
-    every ``k`` (the user guide's page "Choosing the number of clusters").
+    algorithm and Hartigan's moves) and scored by the ICL (the BIC plus twice
+    the posterior's entropy) of the isotropic Gaussian mixture fitted to its
+    clusters (their shares as weights, one variance per cluster); the ``k`` of
+    smallest ICL is finished as an integer ``n_clusters`` would be.
+    ``cluster_path_`` keeps every ``k`` (the user guide's page "Choosing the
+    number of clusters").
 
     Parameters
     ----------
@@ -111,11 +112,13 @@ class AnnealedKMeans(BaseSoftKMeans):
         temperatures of the transition that made that many codevectors (``inf``
         for one) and of the next one; ``codebook``, the codevectors just before
         the next transition; ``centers`` and ``inertia``, the polished fit from
-        them; ``weights`` and ``variances``, the isotropic mixture's (each
-        cluster's share of the weight and its variance per feature,
-        ``J_j / (m_j d)``); ``log_likelihood``, the mixture's on the training
-        data; ``bic``, ``-2 log_likelihood + (k (d + 2) - 1) log W``, ``W`` the
-        total sample weight.
+        them (Lloyd's algorithm and Hartigan's moves); ``weights`` and
+        ``variances``, the isotropic mixture's (each cluster's share of the
+        weight and its variance per feature, ``J_j / (m_j d)``);
+        ``log_likelihood``, the mixture's on the training data; ``bic``,
+        ``-2 log_likelihood + (k (d + 2) - 1) log W``, ``W`` the total sample
+        weight; ``entropy``, ``-sum_i w_i sum_j t_ij log t_ij`` of the
+        mixture's posterior ``t``; ``icl``, ``bic + 2 entropy``.
     cluster_centers_ : ndarray of shape (n_clusters_, n_features)
         The polished centroids (a K-Means fixed point): each is the mean of its
         observations; one that the polish leaves without observations moves onto
@@ -275,7 +278,7 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
     def _run(self, engine, centers, rng):
         self._path = None
         if self.n_clusters == "auto":
-            run, self._path, self._chosen = anneal_choosing_k(
+            run, self._path, _ = anneal_choosing_k(
                 engine, self._relaxation, self._max_clusters, max_iter=self.max_iter,
                 tol=self.tol, record_path=self.record_path, verbose=self.verbose)
             return run

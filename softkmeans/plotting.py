@@ -11,8 +11,9 @@ def plot_cluster_path(model, axes=None):
 
     Left: the number of codevectors against the temperature ``sigma`` (log
     scale), each ``k`` drawn from the transition that made it to the next one.
-    Right: the polished distortion ``J`` against ``k``, with the BIC on a second
-    axis; the chosen ``k`` (``n_clusters_``) is marked on both.
+    Right: the polished distortion ``J`` against ``k``, with the ICL (the
+    criterion) and the BIC on a second axis; the chosen ``k`` (``n_clusters_``)
+    is marked on both.
 
     Parameters
     ----------
@@ -37,6 +38,7 @@ def plot_cluster_path(model, axes=None):
     """
     check_is_fitted(model, "cluster_path_")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
@@ -53,12 +55,17 @@ def plot_cluster_path(model, axes=None):
                  label=f"chosen k = {model.n_clusters_}")
     phase.set(xscale="log", xlabel="temperature sigma", ylabel="codevectors k",
               title="Phase diagram of the growth")
+    phase.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on short ranges
     phase.invert_xaxis()
     phase.legend()
     distortion.plot(ks, [point["inertia"] for point in path], "o-", color="C0", label="J")
     distortion.axvline(model.n_clusters_, color="C3", ls="--")
-    distortion.set(yscale="log", xlabel="k", ylabel="polished J", title="Distortion and BIC")
-    bic = distortion.twinx()
-    bic.plot(ks, [point["bic"] for point in path], "s-", color="C1", ms=3, label="BIC")
-    bic.set_ylabel("BIC", color="C1")
+    distortion.set(yscale="log", xlabel="k", ylabel="polished J",
+                   title="Distortion and criteria")
+    criteria = distortion.twinx()
+    for key, style in (("icl", "s-"), ("bic", "^:")):
+        criteria.plot(ks, [point[key] for point in path], style, color="C1", ms=3,
+                      label=key.upper())
+    criteria.set_ylabel("ICL, BIC", color="C1")
+    criteria.legend(loc="upper center")
     return axes

@@ -4,11 +4,18 @@
 ...`` codevectors, each over a range of temperatures: ``k`` appears at the
 phase transition that splits a codevector of ``k - 1`` and lasts until the
 next one. :func:`cluster_path` polishes the codebook of every ``k`` into a
-K-Means fixed point (Lloyd's algorithm, then Hartigan's moves) and fits to it
+K-Means fixed point (Lloyd's algorithm, then Hartigan's moves; the
+merge-and-split search, which would cost more than the growth at every
+``k``, is left to the chosen one) and fits to it
 the isotropic Gaussian mixture with one variance per cluster and the
 clusters' shares as weights (the hard-assignment estimates: ``pi_j = m_j /
 W``, ``s_j^2 = J_j / (m_j d)``); :func:`choose_k` takes the ``k`` whose
-mixture has the smallest BIC.
+mixture has the smallest ICL, the BIC plus twice the entropy of the
+mixture's posterior (Biernacki, Celeux and Govaert, "Assessing a mixture
+model for clustering with the integrated completed likelihood", IEEE TPAMI
+22(7), 2000): a cluster that is not Gaussian (elongated, uniform) gains
+likelihood when split, but its halves overlap, and the entropy charges for
+the overlap.
 """
 
 from dataclasses import dataclass
@@ -60,6 +67,10 @@ class PathPoint:
     bic : float
         ``-2 log_likelihood + (n_clusters (n_features + 2) - 1) log W``, ``W`` the
         total sample weight.
+    entropy : float
+        ``-sum_i w_i sum_j t_ij log t_ij`` of the mixture's posterior ``t``.
+    icl : float
+        ``bic + 2 entropy``.
     run : RunResult
         The polished run (not part of :meth:`as_dict`).
     """
@@ -74,6 +85,8 @@ class PathPoint:
     variances: np.ndarray
     log_likelihood: float
     bic: float
+    entropy: float
+    icl: float
     run: object
 
     def as_dict(self):
@@ -94,7 +107,7 @@ def _stages(growth, mean):
 
 
 def mixture_log_likelihood(X, sample_weight, centers, weights, variances):
-    """``sum_i w_i log sum_j pi_j N(x_i; mu_j, s_j^2 I)``, in blocks of rows.
+    """``sum_i w_i log sum_j pi_j N(x_i; mu_j, s_j^2 I)`` and the posterior's entropy.
 
     Parameters
     ----------
@@ -105,7 +118,10 @@ def mixture_log_likelihood(X, sample_weight, centers, weights, variances):
 
     Returns
     -------
-    float
+    log_likelihood : float
+    entropy : float
+        ``-sum_i w_i sum_j t_ij log t_ij``, ``t_ij`` the posterior of component
+        ``j`` at ``x_i``.
     """
     d = X.shape[1]
     shift = centers.mean(axis=0)
@@ -114,13 +130,19 @@ def mixture_log_likelihood(X, sample_weight, centers, weights, variances):
     with np.errstate(divide="ignore"):
         log_norm = np.log(weights) - 0.5 * d * np.log(2 * np.pi * variances)
     step = max(1, _BLOCK_ELEMENTS // max(len(centers), d))
-    total = 0.0
+    total, entropy = 0.0, 0.0
     for start in range(0, X.shape[0], step):
         block = dense_rows(X, slice(start, start + step)) - shift
         sq = np.einsum("ij,ij->i", block, block)[:, None] - 2 * block @ shifted.T + c_sq
-        log_p = logsumexp(log_norm - np.maximum(sq, 0.0) / (2 * variances), axis=1)
-        total += float(sample_weight[start:start + step] @ log_p)
-    return total
+        log_joint = log_norm - np.maximum(sq, 0.0) / (2 * variances)
+        log_p = logsumexp(log_joint, axis=1)
+        log_post = log_joint - log_p[:, None]
+        w = sample_weight[start:start + step]
+        total += float(w @ log_p)
+        with np.errstate(invalid="ignore"):  # 0 log 0 of an empty component
+            terms = np.where(log_post > -np.inf, np.exp(log_post) * log_post, 0.0)
+        entropy -= float(w @ terms.sum(axis=1))
+    return total, entropy
 
 
 def _mixture(engine, stats, k, floor):
@@ -161,19 +183,19 @@ def cluster_path(engine, growth, *, max_iter, tol):
     path = []
     for k, appeared, split, codebook in _stages(growth, mean_run.centers[0]):
         run = mean_run if k == 1 else polish_and_search(engine, codebook, max_iter=max_iter,
-                                                        tol=tol)[0]
+                                                        tol=tol, search=False)[0]
         weights, variances, total = _mixture(engine, run.stats, k, floor)
-        log_likelihood = mixture_log_likelihood(X, w, run.centers, weights, variances)
-        n_parameters = k * (X.shape[1] + 2) - 1
+        log_likelihood, entropy = mixture_log_likelihood(X, w, run.centers, weights, variances)
+        bic = -2 * log_likelihood + (k * (X.shape[1] + 2) - 1) * np.log(total)
         path.append(PathPoint(k, appeared, split, codebook, run.centers, run.stats.inertia,
-                              weights, variances, log_likelihood,
-                              -2 * log_likelihood + n_parameters * np.log(total), run))
+                              weights, variances, log_likelihood, bic, entropy,
+                              bic + 2 * entropy, run))
     return path
 
 
 def choose_k(path):
-    """The index in ``path`` of the point with the smallest BIC."""
-    return int(np.argmin([point.bic for point in path]))
+    """The index in ``path`` of the point with the smallest ICL."""
+    return int(np.argmin([point.icl for point in path]))
 
 
 def anneal_choosing_k(engine, spec, max_clusters, *, max_iter, tol, record_path=False,

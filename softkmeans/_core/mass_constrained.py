@@ -472,12 +472,13 @@ def finish_codebook(engine, spec, centers, sigma, n_clusters, *, max_iter, tol,
     return run
 
 
-def polish_and_search(engine, centers, *, max_iter, tol, verbose=0):
+def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0):
     """Lloyd's algorithm from ``centers``, Hartigan's moves, and the merge-and-split search.
 
-    The search runs on a sample of the rows (:func:`_search_sample`) from the
-    Lloyd fixed point; its result, refined on the whole data, is kept only if
-    its ``J`` is below that of the refined fixed point.
+    The search (only with ``search``) runs on a sample of the rows
+    (:func:`_search_sample`) from the Lloyd fixed point; its result, refined on
+    the whole data, is kept only if its ``J`` is below that of the refined
+    fixed point.
 
     Returns
     -------
@@ -493,7 +494,7 @@ def polish_and_search(engine, centers, *, max_iter, tol, verbose=0):
     finished = _refined(engine, polished, lloyd)
     _report(verbose, "Lloyd polish", polished)
     _report(verbose, "Hartigan's moves", finished)
-    sample = _search_sample(engine, len(centers))
+    sample = _search_sample(engine, len(centers)) if search else None
     if sample is not None:
         found = merge_split_search(*sample, polished.centers, max_rounds=len(centers))
         searched = _refined(engine, lloyd(found.centers), lloyd)
