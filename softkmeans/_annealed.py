@@ -57,10 +57,11 @@ class AnnealedKMeans(BaseSoftKMeans):
     ``n_clusters="auto"`` (mass-constrained only) chooses the number of
     clusters from one growth: the codebook splits one codevector at a time up
     to ``max_clusters``, the codebook of every ``k`` is polished (Lloyd's
-    algorithm and Hartigan's moves) and scored by the ICL (the BIC plus twice
-    the posterior's entropy) of the isotropic Gaussian mixture fitted to its
-    clusters (their shares as weights, one variance per cluster); the ``k`` of
-    smallest ICL is finished as an integer ``n_clusters`` would be.
+    algorithm and Hartigan's moves, then merges going down the path) and
+    scored by the ICL (the BIC plus twice the posterior's entropy) of the
+    isotropic Gaussian mixture fitted to its clusters (their shares as
+    weights, one variance per cluster); the ``k`` of smallest ICL is finished
+    as an integer ``n_clusters`` would be.
     ``cluster_path_`` keeps every ``k`` (the user guide's page "Choosing the
     number of clusters").
 
@@ -111,10 +112,12 @@ class AnnealedKMeans(BaseSoftKMeans):
         ``n_clusters``; ``sigma_appeared`` and ``sigma_split``, the
         temperatures of the transition that made that many codevectors (``inf``
         for one) and of the next one; ``codebook``, the codevectors just before
-        the next transition; ``centers`` and ``inertia``, the polished fit from
-        them (Lloyd's algorithm and Hartigan's moves); ``weights`` and
-        ``variances``, the isotropic mixture's (each cluster's share of the
-        weight and its variance per feature, ``J_j / (m_j d)``);
+        the next transition; ``centers`` and ``inertia``, the polished fit
+        (Lloyd's algorithm and Hartigan's moves) from them or, where its ``J``
+        is lower, from the fit at ``k + 1`` with its two closest clusters
+        merged; ``weights`` and ``variances``, the isotropic mixture's (each
+        cluster's share of the weight and its variance per feature,
+        ``J_j / (m_j d)``);
         ``log_likelihood``, the mixture's on the training data; ``bic``,
         ``-2 log_likelihood + (k (d + 2) - 1) log W``, ``W`` the total sample
         weight; ``entropy``, ``-sum_i w_i sum_j t_ij log t_ij`` of the

@@ -6,8 +6,11 @@ phase transition that splits a codevector of ``k - 1`` and lasts until the
 next one. :func:`cluster_path` polishes the codebook of every ``k`` into a
 K-Means fixed point (Lloyd's algorithm, then Hartigan's moves; the
 merge-and-split search, which would cost more than the growth at every
-``k``, is left to the chosen one) and fits to it
-the isotropic Gaussian mixture with one variance per cluster and the
+``k``, is left to the chosen one), then goes down the path once more: the
+fit of ``k + 1`` with its two closest clusters merged, polished, replaces
+that of ``k`` where its ``J`` is lower (a divisive growth cannot reach a
+best partition at ``k`` that is not a union of its clusters at a larger
+``k``). It fits to each the isotropic Gaussian mixture with one variance per cluster and the
 clusters' shares as weights (the hard-assignment estimates: ``pi_j = m_j /
 W``, ``s_j^2 = J_j / (m_j d)``); :func:`choose_k` takes the ``k`` whose
 mixture has the smallest ICL, the BIC plus twice the entropy of the
@@ -158,6 +161,20 @@ def _mixture(engine, stats, k, floor):
     return masses / total, variances, total
 
 
+def _merge_closest(run):
+    """The centroids of ``run`` with the two whose merge raises ``J`` least (Ward's cost
+    ``m_a m_b / (m_a + m_b) ||mu_a - mu_b||^2``) replaced by their weighted mean."""
+    centers, masses = run.centers, run.stats.masses
+    first, second = np.triu_indices(len(centers), 1)
+    both = np.maximum(masses[first] + masses[second], np.finfo(float).tiny)
+    cost = (masses[first] * masses[second] / both
+            * np.sum((centers[first] - centers[second]) ** 2, axis=1))
+    pair = np.argmin(cost)
+    a, b = first[pair], second[pair]
+    mean = (masses[a] * centers[a] + masses[b] * centers[b]) / both[pair]
+    return np.vstack([np.delete(centers, [a, b], axis=0), mean])
+
+
 def cluster_path(engine, growth, *, max_iter, tol):
     """The polished fit and its mixture at every number of clusters the growth reached.
 
@@ -180,10 +197,17 @@ def cluster_path(engine, growth, *, max_iter, tol):
     X, w = engine.X, engine.sample_weight
     mean_run = lloyd(np.zeros((1, X.shape[1])))
     floor = _VARIANCE_FLOOR * mean_run.stats.inertia / (w.sum() * X.shape[1])
+    stages = _stages(growth, mean_run.centers[0])
+    runs = [mean_run] + [polish_and_search(engine, codebook, max_iter=max_iter, tol=tol,
+                                           search=False)[0] for _, _, _, codebook in stages[1:]]
+    for i in range(len(runs) - 2, 0, -1):  # downwards: each k from the k + 1 kept
+        merged = polish_and_search(engine, _merge_closest(runs[i + 1]), max_iter=max_iter,
+                                   tol=tol, search=False)[0]
+        if len(merged.centers) == len(runs[i].centers) and (
+                merged.stats.inertia < runs[i].stats.inertia):
+            runs[i] = merged
     path = []
-    for k, appeared, split, codebook in _stages(growth, mean_run.centers[0]):
-        run = mean_run if k == 1 else polish_and_search(engine, codebook, max_iter=max_iter,
-                                                        tol=tol, search=False)[0]
+    for (k, appeared, split, codebook), run in zip(stages, runs, strict=True):
         weights, variances, total = _mixture(engine, run.stats, k, floor)
         log_likelihood, entropy = mixture_log_likelihood(X, w, run.centers, weights, variances)
         bic = -2 * log_likelihood + (k * (X.shape[1] + 2) - 1) * np.log(total)
