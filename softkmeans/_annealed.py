@@ -7,6 +7,7 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseSoftKMeans, _warn
+from ._core.cluster_path import anneal_choosing_k
 from ._core.mass_constrained import anneal_mass_constrained
 from ._core.optimize import HARD, anneal
 from ._core.responsibilities import RelaxationSpec, check_sigma
@@ -53,12 +54,27 @@ class AnnealedKMeans(BaseSoftKMeans):
     the last centroids. The run with the lowest distortion ``J`` of the
     ``n_init`` is kept.
 
+    ``n_clusters="auto"`` (mass-constrained only) chooses the number of
+    clusters from one growth: the codebook splits one codevector at a time up
+    to ``max_clusters``, the codebook of every ``k`` is polished (Lloyd's
+    algorithm and Hartigan's moves, then merges going down the path) and
+    scored by the ICL (the BIC plus twice the posterior's entropy) of the
+    isotropic Gaussian mixture fitted to its clusters (their shares as
+    weights, one variance per cluster); the ``k`` of smallest ICL is finished
+    as an integer ``n_clusters`` would be.
+    ``cluster_path_`` keeps every ``k`` (the user guide's page "Choosing the
+    number of clusters").
+
     Parameters
     ----------
-    n_clusters : int, default=8
-        Number of centroids.
+    n_clusters : int or "auto", default=8
+        Number of centroids, or ``"auto"`` to choose it (see above).
     strategy : {"mass-constrained", "paper"}, default="mass-constrained"
         The annealing (see above).
+    max_clusters : int, default=None
+        The largest number of clusters ``n_clusters="auto"`` considers (required
+        by it; capped at the number of samples of positive weight). Ignored
+        for an integer ``n_clusters``.
     method : {"softmax", "entmax"}, default="softmax"
         Responsibilities used along the schedule (``"paper"``) or the cooling
         tail (``"mass-constrained"``; the growth is softmax with priors).
@@ -87,7 +103,26 @@ class AnnealedKMeans(BaseSoftKMeans):
 
     Attributes
     ----------
-    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+    n_clusters_ : int
+        The number of centroids fitted: ``n_clusters``, or the one chosen.
+    cluster_path_ : list of dict
+        With ``n_clusters="auto"``, one entry per number of clusters reached,
+        increasing (``pandas.DataFrame(model.cluster_path_)`` makes a table of
+        it; :func:`softkmeans.plotting.plot_cluster_path` draws it). Keys:
+        ``n_clusters``; ``sigma_appeared`` and ``sigma_split``, the
+        temperatures of the transition that made that many codevectors (``inf``
+        for one) and of the next one; ``codebook``, the codevectors just before
+        the next transition; ``centers`` and ``inertia``, the polished fit
+        (Lloyd's algorithm and Hartigan's moves) from them or, where its ``J``
+        is lower, from the fit at ``k + 1`` with its two closest clusters
+        merged; ``weights`` and ``variances``, the isotropic mixture's (each
+        cluster's share of the weight and its variance per feature,
+        ``J_j / (m_j d)``);
+        ``log_likelihood``, the mixture's on the training data; ``bic``,
+        ``-2 log_likelihood + (k (d + 2) - 1) log W``, ``W`` the total sample
+        weight; ``entropy``, ``-sum_i w_i sum_j t_ij log t_ij`` of the
+        mixture's posterior ``t``; ``icl``, ``bic + 2 entropy``.
+    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
         The polished centroids (a K-Means fixed point): each is the mean of its
         observations; one that the polish leaves without observations moves onto
         the observation farthest from its centroid, as in scikit-learn's ``KMeans``.
@@ -136,7 +171,9 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
 
     _parameter_constraints: dict = {
         **BaseSoftKMeans._parameter_constraints,
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "strategy": [StrOptions({"mass-constrained", "paper"})],
+        "max_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "method": [StrOptions({"softmax", "entmax"})],
         "alpha": [Interval(Real, 1, None, closed="neither")],
         "schedule": [StrOptions({"paper"}), "array-like"],
@@ -144,8 +181,8 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         "perturbation": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, n_clusters=8, *, strategy="mass-constrained", method="softmax",
-                 alpha=1.5, schedule="paper",
+    def __init__(self, n_clusters=8, *, strategy="mass-constrained", max_clusters=None,
+                 method="softmax", alpha=1.5, schedule="paper",
                  n_temperatures=40, perturbation=1e-3, init="k-means++", n_init="auto",
                  max_iter=150, tol=1e-6, random_state=None, backend="auto", n_threads=None,
                  verbose=0, record_path=False):
@@ -153,6 +190,7 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
                          random_state=random_state, backend=backend, n_threads=n_threads,
                          verbose=verbose, record_path=record_path)
         self.strategy = strategy
+        self.max_clusters = max_clusters
         self.method = method
         self.alpha = alpha
         self.schedule = schedule
@@ -160,6 +198,8 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         self.perturbation = perturbation
 
     def _check_params_vs_input(self, X, sample_weight):
+        if self.n_clusters == "auto":
+            self._check_auto(sample_weight)
         super()._check_params_vs_input(X, sample_weight)
         if self.strategy == "mass-constrained":
             self._n_init = 1  # deterministic: every start would give the same fit
@@ -174,6 +214,19 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         for sigma in sigmas:
             check_sigma(sigma, "every temperature of schedule")
         self._sigmas = sigmas
+
+    def _check_auto(self, sample_weight):
+        """``ValueError`` where ``n_clusters="auto"`` cannot apply; resolves its bound."""
+        if self.strategy != "mass-constrained":
+            raise ValueError("n_clusters='auto' needs strategy='mass-constrained' (the growth "
+                             f"of the codebook); got strategy={self.strategy!r}.")
+        if self.max_clusters is None:
+            raise ValueError("n_clusters='auto' needs max_clusters, the largest number of "
+                             "clusters to consider (an int >= 1).")
+        n_positive = int(np.count_nonzero(sample_weight > 0))
+        if n_positive == 0:
+            raise ValueError("No sample has a positive sample_weight.")
+        self._max_clusters = min(self.max_clusters, n_positive)
 
     def _prepare(self, engine, first_centers):
         lam = engine.lambda_max()
@@ -230,6 +283,12 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
                               self.n_temperatures)
 
     def _run(self, engine, centers, rng):
+        self._path = None
+        if self.n_clusters == "auto":
+            run, self._path, _ = anneal_choosing_k(
+                engine, self._relaxation, self._max_clusters, max_iter=self.max_iter,
+                tol=self.tol, record_path=self.record_path, verbose=self.verbose)
+            return run
         if self.strategy == "mass-constrained":
             return anneal_mass_constrained(engine, self._relaxation, self.n_clusters,
                                            max_iter=self.max_iter, tol=self.tol,
@@ -247,3 +306,8 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         self.temperatures_ = run.sigmas
         self.temperature_objectives_ = run.stage_objectives
         self.temperature_n_iter_ = run.stage_iters
+        self.n_clusters_ = len(run.centers)
+        self.__dict__.pop("cluster_path_", None)  # of an earlier fit with n_clusters="auto"
+        if self._path is not None:
+            self.cluster_path_ = [point.as_dict() for point in self._path]
+        self._path = None  # the polished runs hold the engine's statistics

@@ -183,12 +183,13 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     def _check_params_vs_input(self, X, sample_weight):
         """Data-dependent checks that ``_parameter_constraints`` cannot express."""
         n_samples = X.shape[0]
-        if n_samples < self.n_clusters:
+        chooses_k = self.n_clusters == "auto"  # a subclass that chooses it checks its bound
+        if not chooses_k and n_samples < self.n_clusters:
             raise ValueError(
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
             )
         n_positive = int(np.count_nonzero(sample_weight > 0))
-        if n_positive < self.n_clusters:
+        if not chooses_k and n_positive < self.n_clusters:
             raise ValueError(
                 f"Only {n_positive} samples have a positive sample_weight, fewer than "
                 f"n_clusters={self.n_clusters}."
@@ -205,7 +206,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             self._n_init = self.n_init
         elif callable(self.init) or (isinstance(self.init, str) and self.init == "random"):
             self._n_init = 10  # as scikit-learn's KMeans
-        if _is_array_init(self.init):
+        if _is_array_init(self.init) and self.n_clusters != "auto":
             init = check_array(self.init, dtype=[np.float64, np.float32], copy=True)
             if init.shape != (self.n_clusters, X.shape[1]):
                 raise ValueError(
@@ -319,7 +320,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                 "Increase max_iter or tol, or check the temperature.",
                 ConvergenceWarning,
             )
-        _warn_if_clusters_merged(self.labels_, self.n_clusters)
+        _warn_if_clusters_merged(self.labels_, len(self.cluster_centers_))
 
     def _store_run(self, run, dtype, engine):
         stats = run.stats
@@ -333,7 +334,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self.objective_ = stats.objective
         self.margins_ = stats.margins
         self.margin_min_ = float(stats.margins.min())
-        self._n_features_out = self.n_clusters
+        self._n_features_out = len(run.centers)
         for name, value in _fitted_diagnostics(engine, run).items():
             setattr(self, name, value)
         self._critical_sigma = self._prepared_critical

@@ -242,3 +242,29 @@ def test_fit_cost_quick_run_writes_its_table(tmp_path, capsys):
             assert 0.9 < entry["J_ratio"] < 1.1
     saved = json.loads((tmp_path / "fit_cost.json").read_text())
     assert [r["name"] for r in saved["results"]] == names
+
+
+def test_choose_k_quick_run_writes_its_tables(tmp_path, capsys):
+    choose_k = _script("choose_k")
+    rows = choose_k.main(["--quick", "--ref-runs", "2", "--gap-draws", "2",
+                          "--out", str(tmp_path)])
+    text = capsys.readouterr().out
+    assert (tmp_path / "choose_k.md").read_text() == text
+    assert (tmp_path / "choose_k.rst").read_text().count(".. list-table::") == 5
+    assert json.loads((tmp_path / "choose_k.json").read_text()) == json.loads(json.dumps(rows))
+    for row in rows:
+        assert set(row["found"]) == set(choose_k.RECIPES)
+        assert all(1 <= k <= row["K"] for k in row["found"].values())
+        assert all(seconds > 0 for seconds in row["seconds"].values())
+    blobs = [row for row in rows if row["name"].startswith("blobs")]
+    assert all(row["found"]["AnnealedKMeans(auto)"] == row["k_true"] for row in blobs)
+    for row in blobs:  # past k_true the path may sit above the reference (the docs' table)
+        assert all(ratio <= 1.005 for k, ratio in row["path_J_ratios"].items()
+                   if int(k) <= row["k_true"])
+    assert all(row["fitted_J_ratio"] <= 1.005 for row in blobs)
+
+
+def test_knee_of_a_broken_line():
+    knee = _script("choose_k").knee
+    assert knee([10.0, 4.0, 1.0, 0.9, 0.8, 0.7]) == 2
+    assert knee([1.0, 1.0, 1.0]) == 0

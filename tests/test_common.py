@@ -10,6 +10,7 @@ ESTIMATORS = [
     EntmaxKMeans(n_clusters=3, random_state=0),
     EntmaxKMeans(n_clusters=3, alpha=1.25, random_state=0),
     AnnealedKMeans(n_clusters=3, random_state=0),
+    AnnealedKMeans(n_clusters="auto", max_clusters=4, random_state=0),
     AnnealedKMeans(n_clusters=3, strategy="paper", n_temperatures=8, random_state=0),
     AnnealedKMeans(n_clusters=3, strategy="paper", method="entmax", n_temperatures=8,
                    random_state=0),

@@ -10,7 +10,7 @@ import softkmeans
 
 PUBLIC_MODULES = ["softkmeans._soft", "softkmeans._entmax", "softkmeans._annealed",
                   "softkmeans.diagnostics", "softkmeans.exceptions", "softkmeans.datasets",
-                  "softkmeans.experiments"]
+                  "softkmeans.experiments", "softkmeans.plotting"]
 
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)

@@ -38,7 +38,8 @@ from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .split_merge import EIGH_MAX_FEATURES, merge_split_search
 from .temperature import weighted_mean
 
-__all__ = ["GrowthResult", "anneal_mass_constrained", "grow_codebook"]
+__all__ = ["STAGE_MAX_ITER", "GrowthResult", "anneal_mass_constrained", "finish_codebook",
+           "grow_codebook", "polish_and_search", "with_growth"]
 
 #: Entries of one block of a pass.
 _BLOCK_ELEMENTS = 1 << 20
@@ -85,6 +86,9 @@ class GrowthResult:
         Each temperature visited, the mass-constrained free energy
         ``-2 sigma^2 sum_i w_i log sum_j p_j exp(-d_ij / (2 sigma^2))`` reached
         there, and the updates it took.
+    codebooks : list of ndarray
+        With ``every_k``, the codevectors (in the coordinates of X) reached at
+        each temperature; empty otherwise.
     """
 
     centers: np.ndarray
@@ -92,6 +96,7 @@ class GrowthResult:
     sigmas: list = field(default_factory=list)
     objectives: list = field(default_factory=list)
     n_iter: list = field(default_factory=list)
+    codebooks: list = field(default_factory=list)
 
 
 class _Sample:
@@ -289,7 +294,7 @@ def _start_axes(axes, chosen, n_codevectors):
     return np.vstack([axes, axes[chosen]])
 
 
-def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
+def grow_codebook(X, sample_weight, n_clusters, *, max_iter, every_k=False, verbose=0):
     """Mass-constrained annealing from one codevector at the mean to ``n_clusters``.
 
     Parameters
@@ -299,6 +304,10 @@ def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
     n_clusters : int
     max_iter : int
         Cap on the updates at each temperature.
+    every_k : bool, default=False
+        Split one codevector at a time, so that every number of codevectors is
+        visited, and keep the codevectors of every temperature
+        (``GrowthResult.codebooks``).
     verbose : int, default=0
 
     Returns
@@ -317,7 +326,7 @@ def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
     while centers.shape[0] < n_clusters and lam.max() > negligible:
         n_old = len(centers)
         critical = np.flatnonzero(_PAST_CRITICAL * lam >= sigma_sq)
-        chosen = _choose(critical, log_prior, lam, n_clusters - n_old)
+        chosen = _choose(critical, log_prior, lam, 1 if every_k else n_clusters - n_old)
         centers, log_prior = _split(centers, log_prior, chosen, lam, axes)
         centers, log_prior, objective, n_iter = _relax(data, centers, log_prior, sigma_sq,
                                                        max_iter)
@@ -325,6 +334,8 @@ def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
         result.sigmas.append(np.sqrt(sigma_sq))
         result.objectives.append(objective)
         result.n_iter.append(n_iter)
+        if every_k:
+            result.codebooks.append(centers + data.mean)
         if verbose:
             print(f"[anneal] sigma {np.sqrt(sigma_sq):.4e}  {len(centers)} codevectors  "
                   f"free energy {objective: .9e}")
@@ -340,7 +351,7 @@ def grow_codebook(X, sample_weight, n_clusters, *, max_iter, verbose=0):
 
 #: Cap on the updates at each temperature of the growth and of the tail (the search after
 #: them mends what a stage left unsettled).
-_STAGE_MAX_ITER = 15
+STAGE_MAX_ITER = 15
 #: Temperatures of the cooling tail after the growth, each half the one before.
 _TAIL_STEPS = 3
 
@@ -403,16 +414,8 @@ def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_p
                             verbose=0):
     """Mass-constrained annealing, a short cooling tail, the Lloyd polish and a search.
 
-    The codebook grows through its phase transitions (:func:`grow_codebook`);
-    at ``n_clusters`` codevectors the priors are dropped and ``spec``'s
-    relaxation cools over :data:`_TAIL_STEPS` halvings of the temperature
-    before Lloyd's algorithm (:func:`softkmeans._core.optimize.anneal`). The
-    merge-and-split search of :mod:`softkmeans._core.split_merge`, on a
-    sample of the rows (:func:`_search_sample`), mends what the Lloyd fixed
-    point left; Lloyd's algorithm and Hartigan's moves
-    (:mod:`softkmeans._core.hartigan`) on the whole data finish it. The
-    search's result is kept only if its ``J`` on the whole data is below the
-    polished fixed point's. No step is random.
+    The codebook grows through its phase transitions (:func:`grow_codebook`),
+    then :func:`finish_codebook` takes it to a K-Means fixed point.
 
     Parameters
     ----------
@@ -431,35 +434,97 @@ def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_p
         ``n_iter`` counts the updates over the whole data.
     """
     growth = grow_codebook(engine.X, engine.sample_weight, n_clusters,
-                           max_iter=min(max_iter, _STAGE_MAX_ITER), verbose=verbose)
-    centers = growth.centers
+                           max_iter=min(max_iter, STAGE_MAX_ITER), verbose=verbose)
+    run = finish_codebook(engine, spec, growth.centers, growth.sigma, n_clusters,
+                          max_iter=max_iter, tol=tol, record_path=record_path, verbose=verbose)
+    return with_growth(run, growth)
+
+
+def with_growth(run, growth, n_stages=None):
+    """``run`` with the first ``n_stages`` temperatures of ``growth`` (all by default) before
+    its own, and their updates counted in ``n_iter``."""
+    stop = len(growth.sigmas) if n_stages is None else n_stages
+    run.n_iter += int(np.sum(growth.n_iter[:stop]))
+    run.sigmas = np.concatenate([growth.sigmas[:stop], run.sigmas])
+    run.stage_objectives = np.concatenate([growth.objectives[:stop], run.stage_objectives])
+    run.stage_iters = np.concatenate([np.asarray(growth.n_iter[:stop], dtype=int),
+                                      run.stage_iters])
+    return run
+
+
+def finish_codebook(engine, spec, centers, sigma, n_clusters, *, max_iter, tol,
+                    record_path=False, verbose=0):
+    """A grown codebook to a K-Means fixed point: the tail, the polish and the searches.
+
+    At ``n_clusters`` codevectors (copies of the first make up for missing ones)
+    the priors are dropped and ``spec``'s relaxation cools from ``sigma`` over
+    :data:`_TAIL_STEPS` halvings of the temperature before Lloyd's algorithm
+    (:func:`softkmeans._core.optimize.anneal`). The merge-and-split search of
+    :mod:`softkmeans._core.split_merge`, on a sample of the rows
+    (:func:`_search_sample`), mends what the Lloyd fixed point left; Lloyd's
+    algorithm and Hartigan's moves (:mod:`softkmeans._core.hartigan`) on the
+    whole data finish it. The search's result is kept only if its ``J`` on the
+    whole data is below the polished fixed point's. No step is random.
+
+    Parameters
+    ----------
+    centers : ndarray of shape (n_codevectors, n_features)
+        The grown codebook, in the coordinates of X.
+    sigma : float
+        The temperature of the codebook's next transition, where the tail starts.
+    engine, spec, n_clusters, max_iter, tol, record_path, verbose
+        As in :func:`anneal_mass_constrained`.
+
+    Returns
+    -------
+    RunResult
+        As :func:`softkmeans._core.optimize.anneal`'s, with the tail's
+        temperatures; ``n_iter`` counts the updates over the whole data.
+    """
     if len(centers) < n_clusters:  # fewer clusters than asked: the polish reseeds the copies
         centers = np.vstack([centers, np.repeat(centers[:1], n_clusters - len(centers), 0)])
     # within the temperatures a relaxation takes: data spread beyond 1e150 cool from 1e150
-    tail = np.clip(growth.sigma * 0.5 ** np.arange(1, _TAIL_STEPS + 1), SIGMA_MIN, SIGMA_MAX)
+    tail = np.clip(sigma * 0.5 ** np.arange(1, _TAIL_STEPS + 1), SIGMA_MIN, SIGMA_MAX)
     run = anneal(engine, centers, spec, tail, None, perturbation=0.0,
-                 max_iter=min(max_iter, _STAGE_MAX_ITER), tol=tol, record_path=record_path,
+                 max_iter=min(max_iter, STAGE_MAX_ITER), tol=tol, record_path=record_path,
                  verbose=verbose)
 
+    # the tail's polish had the stages' cap on its updates
+    finished, n_iter = polish_and_search(engine, run.centers, max_iter=max_iter, tol=tol,
+                                         verbose=verbose)
+    run.centers, run.stats, run.converged = finished.centers, finished.stats, finished.converged
+    run.n_iter += n_iter
+    return run
+
+
+def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0):
+    """Lloyd's algorithm from ``centers``, Hartigan's moves, and the merge-and-split search.
+
+    The search (only with ``search``) runs on a sample of the rows
+    (:func:`_search_sample`) from the Lloyd fixed point; its result, refined on
+    the whole data, is kept only if its ``J`` is below that of the refined
+    fixed point.
+
+    Returns
+    -------
+    run : RunResult
+        The Lloyd fixed point kept (``HARD`` statistics on the whole data).
+    n_iter : int
+        The updates over the whole data, as :func:`finish_codebook` counts them.
+    """
     def lloyd(start):
         return alternating(engine, start, HARD, max_iter=max_iter, tol=tol, empty="reseed")
 
-    polished = lloyd(run.centers)  # the tail's polish had the stages' cap on its updates
+    polished = lloyd(centers)
     finished = _refined(engine, polished, lloyd)
     _report(verbose, "Lloyd polish", polished)
     _report(verbose, "Hartigan's moves", finished)
-    sample = _search_sample(engine, n_clusters)
+    sample = _search_sample(engine, len(centers)) if search else None
     if sample is not None:
-        found = merge_split_search(*sample, polished.centers, max_rounds=n_clusters)
+        found = merge_split_search(*sample, polished.centers, max_rounds=len(centers))
         searched = _refined(engine, lloyd(found.centers), lloyd)
         _report(verbose, "merge-split search", searched)
         if searched.stats.inertia < finished.stats.inertia:
             finished = searched
-    run.centers, run.stats, run.converged = finished.centers, finished.stats, finished.converged
-    run.n_iter += int(np.sum(growth.n_iter)) + polished.n_iter
-    if finished is not polished:
-        run.n_iter += finished.n_iter
-    run.sigmas = np.concatenate([growth.sigmas, run.sigmas])
-    run.stage_objectives = np.concatenate([growth.objectives, run.stage_objectives])
-    run.stage_iters = np.concatenate([np.asarray(growth.n_iter, dtype=int), run.stage_iters])
-    return run
+    n_iter = polished.n_iter + (finished.n_iter if finished is not polished else 0)
+    return finished, n_iter
