@@ -287,15 +287,15 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         if self.n_clusters == "auto":
             run, self._path, _ = anneal_choosing_k(
                 engine, self._relaxation, self._max_clusters, max_iter=self.max_iter,
-                tol=self.tol, record_path=self.record_path, verbose=self.verbose)
+                tol=self.tol, record_path=self.record_path, verbose=self._progress)
             return run
         if self.strategy == "mass-constrained":
             return anneal_mass_constrained(engine, self._relaxation, self.n_clusters,
                                            max_iter=self.max_iter, tol=self.tol,
-                                           record_path=self.record_path, verbose=self.verbose)
+                                           record_path=self.record_path, verbose=self._progress)
         return anneal(engine, centers, self._relaxation, self._schedule(engine, centers), rng,
                       perturbation=self.perturbation * self._scale, max_iter=self.max_iter,
-                      tol=self.tol, record_path=self.record_path, verbose=self.verbose)
+                      tol=self.tol, record_path=self.record_path, verbose=self._progress)
 
     def _run_key(self, run):
         return run.stats.inertia

@@ -395,10 +395,12 @@ def test_verbose_reports_the_final_stages_of_the_default_annealing(capsys):
     X = np.random.RandomState(0).normal(size=(500, 3))
     model = AnnealedKMeans(5, verbose=1).fit(X)
     out = capsys.readouterr().out.splitlines()
-    stages = {line.split(":")[0]: float(line.split()[-1]) for line in out
-              if line.startswith("[anneal]") and "inertia" in line}
-    assert list(stages) == ["[anneal] Lloyd polish", "[anneal] Hartigan's moves",
-                            "[anneal] merge-split search"]
+    stages = {line.split(":")[0]: float(line.split("inertia ")[1].split()[0]) for line in out
+              if line.split(":")[0] in ("Lloyd polish", "Hartigan's moves", "merge-split search")}
+    assert list(stages) == ["Lloyd polish", "Hartigan's moves", "merge-split search"]
+    assert any(line.startswith("Growth: sigma") for line in out)
+    seconds = [float(line.rsplit("(", 1)[1].split()[0]) for line in out]
+    assert seconds == sorted(seconds)  # one clock, from the start of the fit
     assert model.inertia_ == pytest.approx(min(stages.values()), rel=1e-9)
 
 

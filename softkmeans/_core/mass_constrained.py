@@ -34,6 +34,7 @@ from .._engines._numba.priors import add_prior_weighted
 from .centred_rows import CentredRows, transposed_times
 from .hartigan import dense_rows, hartigan_moves
 from .optimize import HARD, alternating, anneal
+from .progress import Progress
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .split_merge import EIGH_MAX_FEATURES, merge_split_search
 from .temperature import weighted_mean
@@ -336,9 +337,8 @@ def grow_codebook(X, sample_weight, n_clusters, *, max_iter, every_k=False, verb
         result.n_iter.append(n_iter)
         if every_k:
             result.codebooks.append(centers + data.mean)
-        if verbose:
-            print(f"[anneal] sigma {np.sqrt(sigma_sq):.4e}  {len(centers)} codevectors  "
-                  f"free energy {objective: .9e}")
+        Progress.of(verbose).say(f"Growth: sigma {np.sqrt(sigma_sq):.4g}, {len(centers)} "
+                                 f"codevectors, free energy {objective:.6g}")
         lam, axes = _principal_axes(data, centers, log_prior, sigma_sq,
                                     _start_axes(axes, chosen, len(centers)))
         # Large steps down to the next transition; the copies just made wait for the next one.
@@ -406,8 +406,7 @@ def _refined(engine, run, lloyd):
 
 def _report(verbose, stage, run):
     """One line of ``verbose`` output: the inertia a final stage reached."""
-    if verbose:
-        print(f"[anneal] {stage}: inertia {run.stats.inertia: .9e}")
+    Progress.of(verbose).say(f"{stage}: inertia {run.stats.inertia:.9g}")
 
 
 def anneal_mass_constrained(engine, spec, n_clusters, *, max_iter, tol, record_path=False,
