@@ -122,7 +122,7 @@ class AnnealedKMeans(BaseSoftKMeans):
         ``-2 log_likelihood + (k (d + 2) - 1) log W``, ``W`` the total sample
         weight; ``entropy``, ``-sum_i w_i sum_j t_ij log t_ij`` of the
         mixture's posterior ``t``; ``icl``, ``bic + 2 entropy``.
-    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
+    cluster_centers_ : ndarray of shape ``(n_clusters_, n_features)``
         The polished centroids (a K-Means fixed point): each is the mean of its
         observations; one that the polish leaves without observations moves onto
         the observation farthest from its centroid, as in scikit-learn's ``KMeans``.

@@ -140,8 +140,17 @@ def responsibilities_figure(path=HERE / "responsibilities.png"):
     plt.close(fig)
 
 
+def choosing_k_figure(path=HERE / "choosing_k.png"):
+    """The gallery's phase diagram of one annealed fit that chooses ``k``."""
+    example = runpy.run_path(str(ROOT / "examples" / "plot_choosing_k.py"))
+    fig = example["axes"][0].figure
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+    choosing_k_figure()
     responsibilities_figure()
     fit_cost_figure()
     quality_figure()
