@@ -280,7 +280,7 @@ def test_gpu_check_grid_cell_on_the_cpu_code_path():
     spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
     gpu_check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu_check)
-    row = gpu_check._cell(np, ArrayEngine, 3000, 10, iters=3)
+    row = gpu_check._cell(np.asarray, ArrayEngine, 3000, 10, iters=3)
     for name in ("lloyd", "soft", "entmax", "sklearn"):
         assert row[f"{name}_ms"] > 0
     for name in ("lloyd", "soft", "entmax"):  # float32 engine against the float64 oracle
