@@ -16,7 +16,7 @@ from abc import abstractmethod
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn import config_context, get_config
+from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -584,11 +584,11 @@ def _host_sample_weight(sample_weight, X):
     """``sample_weight`` (of any namespace, or None) validated for X as host float64.
 
     The engines keep the weights on the host in float64 whatever the namespace
-    of X, which gives only their number here.
+    of X, which gives only their number: scikit-learn sees a zero-width host
+    stand-in (it asks a CuPy sparse matrix for a device that it does not have).
     """
-    with config_context(array_api_dispatch=False):
-        return _check_sample_weight(to_numpy(sample_weight), X, dtype=np.float64,
-                                    ensure_non_negative=True)
+    return _check_sample_weight(to_numpy(sample_weight), np.empty((X.shape[0], 0)),
+                                dtype=np.float64, ensure_non_negative=True)
 
 
 def _warn_if_clusters_merged(labels, n_clusters):

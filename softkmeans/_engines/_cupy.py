@@ -171,7 +171,7 @@ class CupyEngine(ArrayEngine):
             return cusparse.csr_matrix(a)
         if cusparse.issparse(a):
             return a
-        return cupy.ascontiguousarray(a)
+        return cupy.ascontiguousarray(cupy.asarray(a))  # CuPy 14 takes only CuPy arrays
 
 
 def check_cupy_array(estimator, X, reset):
