@@ -283,7 +283,12 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             EntmaxKMeans) dask arrays and DataFrames are accepted, float32 and
             float64 are kept. A dask collection is fitted block by block (see the
             user guide's page on scaling): ``init="k-means++"`` is then k-means||,
-            and ``labels_`` and ``margins_`` are dask arrays.
+            and ``labels_`` and ``margins_`` are dask arrays. Under
+            ``sklearn.set_config(array_api_dispatch=True)`` an array of another
+            array API namespace (PyTorch, CuPy, array-api-strict) is fitted in
+            that namespace and on its device, and the fitted arrays and the
+            inference methods' results are arrays of that namespace and device;
+            inference then takes only inputs of that namespace and device.
         y : Ignored
             Not used, present for API consistency.
         sample_weight : array-like of shape (n_samples,), default=None
