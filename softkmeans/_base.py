@@ -16,6 +16,7 @@ from abc import abstractmethod
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -40,10 +41,18 @@ from ._core.temperature import (
 )
 from ._dask import is_dask_collection, over_dask_blocks
 from ._engines import BACKENDS, get_engine
-from ._engines._namespace import is_cupy_array, like_input, to_numpy
+from ._engines._namespace import (
+    host_dtype,
+    is_cupy_array,
+    is_device_array,
+    like_input,
+    namespace_and_device,
+    to_numpy,
+)
 from ._validation import (
     N_THREADS_CONSTRAINT,
     canonical_csr,
+    check_fitted_namespace,
     check_init_magnitude,
     check_sparse_structure,
 )
@@ -167,13 +176,20 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
+        tags.array_api_support = True
         return tags
 
     def _validate_X(self, X, reset):
+        """X validated where it lives: a CuPy array on its GPU, an array of another array API
+        namespace in that namespace under ``array_api_dispatch=True``, numpy otherwise
+        (which converts such arrays, as scikit-learn does without dispatch)."""
         if is_cupy_array(X):
             from ._engines._cupy import check_cupy_array
 
             X = check_cupy_array(self, X, reset)
+        elif get_config()["array_api_dispatch"] and is_device_array(X):
+            xp, _ = namespace_and_device(X)
+            X = validate_data(self, X, reset=reset, dtype=[xp.float64, xp.float32])
         else:
             check_sparse_structure(X)  # before scipy or a kernel reads its indices
             X = validate_data(self, X, reset=reset, accept_sparse="csr",
@@ -221,7 +237,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                 )
             self._n_init = 1
             self._init_array = init.astype(np.float64)
-            check_init_magnitude(self._init_array, X.dtype)
+            check_init_magnitude(self._init_array, _dtype(X))
 
     # ----------------------------------------------------------------- fitting
     def _init_centers(self, X, engine, rng):
@@ -243,7 +259,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
                     f"The init callable returned shape {centers.shape}; expected "
                     f"({k}, {X.shape[1]})."
                 )
-            check_init_magnitude(centers, X.dtype, "The init callable's result")
+            check_init_magnitude(centers, _dtype(X), "The init callable's result")
             return centers
         return engine.draw_seeds(self.init, k, rng)
 
@@ -264,7 +280,12 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             EntmaxKMeans) dask arrays and DataFrames are accepted, float32 and
             float64 are kept. A dask collection is fitted block by block (see the
             user guide's page on scaling): ``init="k-means++"`` is then k-means||,
-            and ``labels_`` and ``margins_`` are dask arrays.
+            and ``labels_`` and ``margins_`` are dask arrays. Under
+            ``sklearn.set_config(array_api_dispatch=True)`` an array of another
+            array API namespace (PyTorch, CuPy, array-api-strict) is fitted in
+            that namespace and on its device, and the fitted arrays and the
+            inference methods' results are arrays of that namespace and device;
+            inference then takes only inputs of that namespace and device.
         y : Ignored
             Not used, present for API consistency.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -283,18 +304,22 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
 
             return fit_blocks(self, X, sample_weight)
         X = self._validate_X(X, reset=True)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
-                                             ensure_non_negative=True)
+        sample_weight = _host_sample_weight(sample_weight, X)
         self._check_params_vs_input(X, sample_weight)
         self._fit_engine(X, get_engine(self.backend, X, sample_weight, self.n_threads))
-        for name in ("cluster_centers_", "labels_", "margins_"):
-            setattr(self, name, like_input(getattr(self, name), X))
+        self._move_results_to(X)
         return self
+
+    def _move_results_to(self, X):
+        """The fitted arrays (host numpy) in the namespace and on the device of X."""
+        for name, value in list(vars(self).items()):
+            if name.endswith("_") and not name.startswith("_") and isinstance(value, np.ndarray):
+                setattr(self, name, like_input(value, X))
 
     def _fit_engine(self, X, engine):
         """The ``n_init`` runs on ``engine`` (bound to the validated X); stores the best."""
         rng = check_random_state(self.random_state)
-        self._stored_dtype = np.dtype(X.dtype)  # of cluster_centers_: the runs end rounded to it
+        dtype = self._stored_dtype = _dtype(X)  # of cluster_centers_: the runs end rounded to it
         progress = self._progress = Progress(self.verbose)
         best = None
         for i in range(self._n_init):
@@ -309,9 +334,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             run = self._run(engine, centers, rng)
             if best is None or self._run_key(run) < self._run_key(best):
                 best = run
-        run = _at_stored_precision(best, X.dtype, engine)
+        run = _at_stored_precision(best, dtype, engine)
         run = dataclasses.replace(run, stats=engine.persist(run.stats))
-        self._store_run(run, X.dtype, engine)
+        self._store_run(run, dtype, engine)
         del self._progress
         if not self.converged_:
             _warn(
@@ -425,8 +450,10 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         return self.fit(X, sample_weight=sample_weight).transform(X)
 
     # -------------------------------------------------------------- inference
-    def _engine_for(self, X):
+    def _engine_for(self, X, method):
+        """Validated X and an engine on it, for the inference method ``method``."""
         check_is_fitted(self)
+        check_fitted_namespace(self, X, method)
         X = self._validate_X(X, reset=False)
         return X, get_engine(self.backend, X, n_threads=self.n_threads,
                              centers=self._centers64())
@@ -448,7 +475,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         -------
         labels : ndarray of shape (n_samples,)
         """
-        X, engine = self._engine_for(X)
+        X, engine = self._engine_for(X, "predict")
         return like_input(engine.estep(self._centers64(), _HARD, with_sums=False).labels, X)
 
     @over_dask_blocks
@@ -470,8 +497,9 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         proba : ndarray of shape (n_samples, n_clusters)
             Rows sum to 1.
         """
-        X, engine = self._engine_for(X)
-        return engine.responsibilities(self._centers64(), self._final_spec, dtype=X.dtype)
+        X, engine = self._engine_for(X, "predict_proba")
+        return like_input(
+            engine.responsibilities(self._centers64(), self._final_spec, dtype=_dtype(X)), X)
 
     @over_dask_blocks
     def transform(self, X):
@@ -487,8 +515,8 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         -------
         distances : ndarray of shape (n_samples, n_clusters)
         """
-        X, engine = self._engine_for(X)
-        return engine.sq_distances(self._centers64(), dtype=X.dtype, sqrt=True)
+        X, engine = self._engine_for(X, "transform")
+        return like_input(engine.sq_distances(self._centers64(), dtype=_dtype(X), sqrt=True), X)
 
     @over_dask_blocks
     def score_samples(self, X):
@@ -511,11 +539,12 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         -------
         log_density : ndarray of shape (n_samples,)
         """
-        X, engine = self._engine_for(X)
+        X, engine = self._engine_for(X, "score_samples")
         sigma = self.sigma_
         lse = engine.log_sum_exp(self._centers64(), sigma)
         n_centroids = self.cluster_centers_.shape[0]  # fitted, whatever set_params changed
-        return lse - np.log(n_centroids) - 0.5 * X.shape[1] * np.log(2 * np.pi * sigma**2)
+        log_norm = float(np.log(n_centroids) + 0.5 * X.shape[1] * np.log(2 * np.pi * sigma**2))
+        return like_input(lse - log_norm, X)
 
     def score(self, X, y=None, sample_weight=None):
         """Mean log-density of X under the model (see :meth:`score_samples`).
@@ -542,11 +571,26 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             from ._dask.fitting import weighted_mean
 
             return weighted_mean(values, sample_weight)
-        values = to_numpy(values)
-        weights = _check_sample_weight(sample_weight, values[:, None], dtype=np.float64,
-                                       ensure_non_negative=True)
+        values = np.asarray(to_numpy(values))
+        weights = _host_sample_weight(sample_weight, values[:, None])
         # relative weights (validation refused all zeros): huge ones would overflow their sum
         return float(np.average(values, weights=weights / weights.max()))
+
+
+def _dtype(a):
+    """The numpy dtype (float32 or float64) of validated data or centroids of any namespace."""
+    return host_dtype(a.dtype)
+
+
+def _host_sample_weight(sample_weight, X):
+    """``sample_weight`` (of any namespace, or None) validated for X as host float64.
+
+    The engines keep the weights on the host in float64 whatever the namespace
+    of X, which gives only their number: scikit-learn sees a zero-width host
+    stand-in (it asks a CuPy sparse matrix for a device that it does not have).
+    """
+    return _check_sample_weight(to_numpy(sample_weight), np.empty((X.shape[0], 0)),
+                                dtype=np.float64, ensure_non_negative=True)
 
 
 def _warn_if_clusters_merged(labels, n_clusters):
@@ -737,8 +781,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         if not first:
             self._check_stream_parameters()
         X = self._validate_X(X, reset=first)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
-                                             ensure_non_negative=True)
+        sample_weight = _host_sample_weight(sample_weight, X)
         stream = None if first else getattr(self, "_stream", None)
         rng = check_random_state(self.random_state)
         if first:
@@ -754,7 +797,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
             if stream is None:  # fitted by fit: continue from its centroids
                 stream = start_stream(self._centers64(), self._final_spec, engine.distance_shift,
                                       seed=rng.randint(np.iinfo(np.int32).max))
-        dtype = X.dtype if first else self.cluster_centers_.dtype
+        dtype = _dtype(X) if first else _dtype(self.cluster_centers_)
         self._stream = stream_step(stream, engine, decay=self.decay, fit_sigma=self._sigma_shrink,
                                    reseed=self._empty_rule() == "reseed",
                                    reassign=float(self.reassignment_ratio))

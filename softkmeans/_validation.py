@@ -4,10 +4,13 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn import get_config
 from sklearn.utils._param_validation import Interval
 
-__all__ = ["N_THREADS_CONSTRAINT", "canonical_csr", "check_init_magnitude",
-           "check_sparse_structure"]
+from ._engines._namespace import is_device_array, namespace_and_device
+
+__all__ = ["N_THREADS_CONSTRAINT", "canonical_csr", "check_fitted_namespace",
+           "check_init_magnitude", "check_sparse_structure"]
 
 #: scikit-learn parameter constraint of ``n_threads``, in the estimators and the diagnostics.
 N_THREADS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), None]
@@ -198,3 +201,41 @@ def check_init_magnitude(centers, dtype, source="init"):
             f"largest at which squared distances in {np.dtype(dtype).name} do not overflow: "
             "start from centroids within the range of the data."
         )
+
+
+def check_fitted_namespace(estimator, X, method):
+    """``ValueError`` unless X lives where the fitted ``cluster_centers_`` do.
+
+    Under ``array_api_dispatch=True`` an inference method computes in the
+    namespace and on the device of its input, and returns its results there;
+    a model fitted elsewhere must be moved first (scikit-learn's
+    ``move_estimator_to``), as scikit-learn's array API estimators require.
+    Without dispatch every input is converted to numpy and nothing is checked.
+
+    Parameters
+    ----------
+    estimator : fitted estimator
+    X : array-like or sparse matrix
+        The input of ``method``.
+    method : str
+        The name of the inference method, for the message.
+    """
+    if not get_config()["array_api_dispatch"]:
+        return
+    fitted, given = (_where(a) for a in (estimator.cluster_centers_, X))
+    if fitted != given:
+        raise ValueError(
+            f"Inputs passed to {type(estimator).__name__}.{method}() must use the same "
+            f"namespace and the same device as those passed to fit(): the model was fitted "
+            f"on {fitted[0]} arrays on device {fitted[1]!r}, X is of {given[0]} on device "
+            f"{given[1]!r}. Move X, or move the model with "
+            "sklearn.utils._array_api.move_estimator_to."
+        )
+
+
+def _where(a):
+    """``(namespace name, device)`` of an array; numpy for anything that is not a device array."""
+    if not is_device_array(a):
+        return "numpy", "cpu"
+    xp, device = namespace_and_device(a)
+    return xp.__name__, str(device)

@@ -29,3 +29,52 @@ def noncanonical_csr(X):
     indptr = np.concatenate([[0], np.cumsum(2 * (stops - starts))])
     return sp.csr_matrix((np.concatenate(data), np.concatenate(indices), indptr),
                          shape=canonical.shape)
+
+
+def _has_cuda_torch():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _has_cupy_gpu():
+    try:
+        from softkmeans._engines._cupy import gpu_available
+    except ImportError:
+        return False
+    return gpu_available()
+
+
+def array_namespaces():
+    """``pytest.param((module name, device name))`` of the namespaces the array engine is
+    tested on: numpy, array-api-strict (its default and a second device) and PyTorch on the
+    CPU, then, marked ``gpu`` and skipped without one, PyTorch on CUDA and CuPy."""
+    import pytest
+
+    gpu = [pytest.mark.gpu]
+    return [
+        pytest.param(("numpy", None), id="numpy"),
+        pytest.param(("array_api_strict", None), id="strict"),
+        pytest.param(("array_api_strict", "device1"), id="strict-device1"),
+        pytest.param(("torch", "cpu"), id="torch-cpu"),
+        pytest.param(("torch", "cuda"), id="torch-cuda", marks=gpu + [pytest.mark.skipif(
+            not _has_cuda_torch(), reason="needs PyTorch with a CUDA device")]),
+        pytest.param(("cupy", None), id="cupy", marks=gpu + [pytest.mark.skipif(
+            not _has_cupy_gpu(), reason="needs CuPy and a CUDA device")]),
+    ]
+
+
+def to_namespace(X, namespace):
+    """``X`` (numpy) as an array of ``namespace = (module name, device name)``; the test is
+    skipped when the module is not installed."""
+    import pytest
+
+    name, device = namespace
+    if name == "numpy":
+        return X
+    xp = pytest.importorskip(name)
+    if name == "array_api_strict":
+        device = xp.Device(device) if device else None
+    return xp.asarray(X, device=device) if device else xp.asarray(X)

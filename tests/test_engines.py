@@ -1,15 +1,35 @@
-"""Every engine against the numpy reference, through the written contract (``Engine``)."""
+"""Every engine against the numpy reference, through the written contract (``Engine``).
+
+The array engine runs on numpy and, with dense data, in the other namespaces
+of :func:`_helpers.array_namespaces` (array-api-strict, PyTorch; CUDA ones
+where a GPU exists).
+"""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import array_namespaces, to_namespace
 
 from softkmeans._core.responsibilities import RelaxationSpec
 from softkmeans._engines._array import ArrayEngine, NumpyEngine
 from softkmeans._engines._contract import Engine
+from softkmeans._engines._namespace import to_numpy
 from softkmeans._engines._numba.engine import NumbaEngine
 
-ENGINES = [NumpyEngine, ArrayEngine, NumbaEngine]
+
+def _array_engine_in(namespace):
+    """The array engine on X moved to ``namespace`` (dense X: CSR matrices are SciPy's)."""
+    def make(X, weights):
+        if sp.issparse(X):
+            pytest.skip("CSR data are SciPy (numpy) matrices")
+        return ArrayEngine(to_namespace(X, namespace), weights)
+    return make
+
+
+ENGINES = [pytest.param(engine, id=engine.__name__)
+           for engine in (NumpyEngine, ArrayEngine, NumbaEngine)] + [
+    pytest.param(_array_engine_in(p.values[0]), id=f"ArrayEngine-{p.id}", marks=p.marks)
+    for p in array_namespaces() if p.id != "numpy"]
 SPECS = {"hard": RelaxationSpec("hard"), "softmax": RelaxationSpec("softmax", 0.7),
          "entmax": RelaxationSpec("entmax", 0.7, 1.5)}
 #: Dense float32 data are multiplied in float32 by the numba and array engines.
@@ -27,12 +47,13 @@ def _data(dtype, sparse):
 
 
 def _close(got, want, rtol):
-    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    got = np.asarray(to_numpy(got), dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
     scale = max(float(np.max(np.abs(want), initial=0.0)), 1e-300)
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale)
 
 
-@pytest.mark.parametrize("Engine_", ENGINES, ids=lambda e: e.__name__)
+@pytest.mark.parametrize("Engine_", ENGINES)
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_engine_keeps_the_contract_and_matches_the_reference(Engine_, dtype, sparse):

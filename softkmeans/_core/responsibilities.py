@@ -2,9 +2,10 @@
 
 Every function here takes a block ``D`` of squared distances (rows: observations,
 columns: centroids) in float64 and returns the quantities one E-step needs for
-those rows. They are written against an array namespace ``xp`` (numpy by default,
-CuPy on a GPU) so that the GPU engine runs the same code that the numpy oracle
-runs.
+those rows. The entmax helpers that the array engine shares
+(:func:`entmax_from_threshold` and the thresholds) use the array API standard
+only, over a namespace ``xp`` of ``array-api-compat`` (numpy's by default), so
+that the device engines run the same code that the numpy oracle runs.
 
 Conventions (``doc/maths.rst``, the maths page of the documentation; Sec. 3 of the
 paper):
@@ -19,7 +20,8 @@ paper):
 
 from dataclasses import dataclass
 
-import numpy as np
+from sklearn.externals.array_api_compat import device as array_device
+from sklearn.externals.array_api_compat import numpy as np_compat
 
 __all__ = [
     "SIGMA_MIN",
@@ -133,14 +135,14 @@ class BlockResult:
     row_gap: object
 
 
-def nearest_two(D, xp=np):
+def nearest_two(D, xp=np_compat):
     """Nearest centroid, its squared distance and the margin of each row.
 
     Parameters
     ----------
     D : array of shape (n_rows, n_clusters)
         Squared distances.
-    xp : module, default=numpy
+    xp : module, default=array_api_compat.numpy
         Array namespace.
 
     Returns
@@ -158,7 +160,7 @@ def nearest_two(D, xp=np):
     return labels, dmin, margins
 
 
-def hard_block(D, spec=None, xp=np):
+def hard_block(D, spec=None, xp=np_compat):
     """One-hot responsibilities of the nearest centroid (Lloyd's E-step)."""
     labels, dmin, margins = nearest_two(D, xp)
     resp = xp.zeros_like(D)
@@ -166,7 +168,7 @@ def hard_block(D, spec=None, xp=np):
     return BlockResult(resp, labels, dmin, margins, dmin, xp.zeros_like(dmin))
 
 
-def softmax_block(D, spec, xp=np):
+def softmax_block(D, spec, xp=np_compat):
     """Softmax responsibilities ``r_ij = softmax_j(-d_ij / (2 sigma^2))``.
 
     The row sum is split as ``1 + S_i`` with ``S_i`` the sum over the other
@@ -184,7 +186,7 @@ def softmax_block(D, spec, xp=np):
     return BlockResult(resp, labels, dmin, margins, dmin - row_gap, row_gap)
 
 
-def log_sum_exp_block(D, sigma, xp=np):
+def log_sum_exp_block(D, sigma, xp=np_compat):
     """``log sum_j exp(-d_ij / (2 sigma^2))`` per row, without overflow."""
     spec = RelaxationSpec("softmax", sigma)
     labels, dmin, _ = nearest_two(D, xp)
@@ -203,6 +205,12 @@ def entmax_support_width(sigma, alpha):
     return 2.0 * float(sigma) ** 2 / (float(alpha) - 1.0)
 
 
+def at_least(x, low, xp):
+    """``maximum(x, low)`` elementwise for a Python number ``low``, in the dtype of ``x``
+    (the compat namespaces do not all take a number in ``maximum``)."""
+    return xp.maximum(x, xp.asarray(low, dtype=x.dtype, device=array_device(x)))
+
+
 def _scaled_logits(D, dmin, spec, xp):
     """``(alpha - 1) z`` shifted to a row maximum of 0, clipped below at -2.
 
@@ -210,8 +218,8 @@ def _scaled_logits(D, dmin, spec, xp):
     ``max - 1``), so clipping them to -2 changes no responsibility and keeps
     powers and squares finite at any temperature.
     """
-    scaled = -(spec.alpha - 1.0) * (D - dmin[:, None]) / spec.tau
-    return xp.maximum(scaled, -2.0)
+    scaled = -(float(spec.alpha) - 1.0) * (D - dmin[:, None]) / float(spec.tau)
+    return at_least(scaled, -2.0, xp)
 
 
 def _threshold_sorted(u, power_two, xp):
@@ -223,19 +231,19 @@ def _threshold_sorted(u, power_two, xp):
     """
     k = u.shape[1]
     srt = -xp.sort(-u, axis=1)
-    counts = xp.arange(1, k + 1, dtype=u.dtype)[None, :]
-    csum = xp.cumsum(srt, axis=1)
+    counts = xp.arange(1, k + 1, dtype=u.dtype, device=array_device(u))[None, :]
+    csum = xp.cumulative_sum(srt, axis=1)
     if power_two:
         mean = csum / counts
-        mean_sq = xp.cumsum(srt * srt, axis=1) / counts
+        mean_sq = xp.cumulative_sum(srt * srt, axis=1) / counts
         delta = (1.0 - counts * (mean_sq - mean * mean)) / counts
-        cand = mean - xp.sqrt(xp.maximum(delta, 0.0))
-        support = xp.sum(cand <= srt, axis=1)
+        cand = mean - xp.sqrt(at_least(delta, 0.0, xp))
+        support = xp.count_nonzero(cand <= srt, axis=1)
     else:
         cand = (csum - 1.0) / counts
-        support = xp.sum(cand < srt, axis=1)
-    support = xp.maximum(support, 1)
-    return cand[xp.arange(u.shape[0]), support - 1]
+        support = xp.count_nonzero(cand < srt, axis=1)
+    support = at_least(support, 1, xp)
+    return xp.take_along_axis(cand, (support - 1)[:, None], axis=1)[:, 0]
 
 
 def _threshold_bisection(u, exponent, xp):
@@ -244,19 +252,19 @@ def _threshold_bisection(u, exponent, xp):
     ``sum_j [u_j - t]_+^exponent`` is decreasing in ``t``; it is at least 1 at
     ``t = -1`` and at most 1 at ``t = -(1/k)^(alpha-1)``.
     """
-    k = u.shape[1]
-    lo = xp.full(u.shape[0], -1.0)
-    hi = xp.full(u.shape[0], -((1.0 / k) ** (1.0 / exponent)))
+    k, device = u.shape[1], array_device(u)
+    lo = xp.full(u.shape[0], -1.0, dtype=xp.float64, device=device)
+    hi = xp.full(u.shape[0], -((1.0 / k) ** (1.0 / exponent)), dtype=xp.float64, device=device)
     for _ in range(80):
         mid = 0.5 * (lo + hi)
-        mass = xp.sum(xp.maximum(u - mid[:, None], 0.0) ** exponent, axis=1)
+        mass = xp.sum(at_least(u - mid[:, None], 0.0, xp) ** exponent, axis=1)
         above = mass >= 1.0
         lo = xp.where(above, mid, lo)
         hi = xp.where(above, hi, mid)
     return lo
 
 
-def entmax_block(D, spec, xp=np):
+def entmax_block(D, spec, xp=np_compat):
     """Entmax-alpha responsibilities ``[(alpha-1) z_ij - t_i]_+^(1/(alpha-1))``.
 
     Exact by sorting for ``alpha`` = 1.5 and 2, by bisection otherwise. Zeros
@@ -278,7 +286,7 @@ def entmax_block(D, spec, xp=np):
     return BlockResult(resp, labels, dmin, margins, dmin - row_gap, row_gap)
 
 
-def entmax_from_threshold(u, t, D, dmin, spec, xp=np):
+def entmax_from_threshold(u, t, D, dmin, spec, xp=np_compat):
     """Entmax responsibilities and row gaps once the threshold of each row is known.
 
     Parameters
@@ -290,7 +298,7 @@ def entmax_from_threshold(u, t, D, dmin, spec, xp=np):
     D, dmin : arrays
         Squared distances and their row minima.
     spec : RelaxationSpec
-    xp : module, default=numpy
+    xp : module, default=array_api_compat.numpy
 
     Returns
     -------
@@ -299,17 +307,17 @@ def entmax_from_threshold(u, t, D, dmin, spec, xp=np):
         ``tau H_alpha(r_i) - sum_j r_ij (d_ij - dmin_i)``.
     """
     alpha = float(spec.alpha)
-    resp = xp.maximum(u - t[:, None], 0.0) ** (1.0 / (alpha - 1.0))
+    resp = at_least(u - t[:, None], 0.0, xp) ** (1.0 / (alpha - 1.0))
     resp /= xp.sum(resp, axis=1)[:, None]
     entropy = (1.0 - xp.sum(resp**alpha, axis=1)) / (alpha * (alpha - 1.0))
     excess = xp.sum(resp * (D - dmin[:, None]), axis=1)
-    return resp, spec.tau * entropy - excess
+    return resp, float(spec.tau) * entropy - excess
 
 
 _BLOCKS = {"hard": hard_block, "softmax": softmax_block, "entmax": entmax_block}
 
 
-def block_responsibilities(D, spec, xp=np):
+def block_responsibilities(D, spec, xp=np_compat):
     """Dispatch to the block function of ``spec.kind``.
 
     Parameters
@@ -318,7 +326,7 @@ def block_responsibilities(D, spec, xp=np):
         Squared distances.
     spec : RelaxationSpec
         Relaxation and temperature.
-    xp : module, default=numpy
+    xp : module, default=array_api_compat.numpy
         Array namespace.
 
     Returns

@@ -4,9 +4,12 @@ An engine is a class constructed from validated data ``(X, sample_weight)``
 that provides ``estep``, ``responsibilities``, ``sq_distances``,
 ``max_sq_distances`` and ``log_sum_exp`` (the contract:
 :class:`softkmeans._engines._contract.Engine`). :mod:`._array` holds the
-array-namespace engine, whose numpy form in float64 is the reference
-(:class:`softkmeans._engines._array.NumpyEngine`); :mod:`._cupy` runs it on a
-GPU with fused kernels; :mod:`._numba` is the compiled CPU engine. Engines are
+array-namespace engine (``"array"``), written against the array API standard,
+which computes in the namespace and on the device of its data, and whose numpy
+form in float64 is the reference (:class:`softkmeans._engines._array.NumpyEngine`);
+:mod:`._cupy` runs it on a GPU with fused kernels; :mod:`._numba` is the
+compiled CPU engine. The host engines (``"numpy"``, ``"numba"``) take a host
+copy of a device array. Engines are
 imported lazily so that an optional dependency that is missing only fails
 when its engine is asked for.
 """
@@ -16,13 +19,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._namespace import is_cupy_array
+from ._namespace import host_dtype, is_cupy_array, is_device_array, namespace_and_device, to_numpy
 
 __all__ = ["BACKENDS", "check_magnitude", "get_engine", "resolve_backend"]
 
 #: name -> (module, class, what it needs)
 BACKENDS = {
     "numpy": ("._array", "NumpyEngine", "numpy"),
+    "array": ("._array", "ArrayEngine", "numpy"),
     "numba": ("._numba.engine", "NumbaEngine", "numba"),
     "cupy": ("._cupy", "CupyEngine", "cupy (pip install softkmeans[gpu])"),
 }
@@ -46,14 +50,15 @@ def resolve_backend(name, X=None):
     name : str
         ``"auto"`` or one of :data:`BACKENDS`.
     X : array-like, default=None
-        The data the engine will see (an array on a GPU selects its engine).
+        The data the engine will see (a device array selects its engine).
 
     Returns
     -------
     str
-        For ``"auto"``: ``"cupy"`` for a CuPy array, else ``"numba"`` when numba
-        imports and compiles (not under ``NUMBA_DISABLE_JIT=1``), ``"numpy"``
-        otherwise.
+        For ``"auto"``: ``"cupy"`` for a CuPy array, ``"array"`` for an array
+        of another array API namespace (PyTorch, array-api-strict, ...), else
+        ``"numba"`` when numba imports and compiles (not under
+        ``NUMBA_DISABLE_JIT=1``), ``"numpy"`` otherwise.
     """
     if name != "auto":
         if name not in BACKENDS:
@@ -67,6 +72,8 @@ def resolve_backend(name, X=None):
         return name
     if is_cupy_array(X):
         return "cupy"
+    if is_device_array(X):
+        return "array"
     return "numba" if _numba_state() == "ok" else "numpy"
 
 
@@ -89,7 +96,8 @@ def check_magnitude(X, x_sq, centers=None):
         count too, so that points near the origin can be predicted. The
         message names whichever of X and centers holds the largest norm.
     """
-    info = np.finfo(X.dtype)
+    dtype = host_dtype(X.dtype)
+    info = np.finfo(dtype)
     x_largest = float(x_sq.max(initial=0.0))
     c_largest = 0.0 if centers is None else float(
         np.einsum("ij,ij->i", centers, centers).max(initial=0.0))
@@ -98,17 +106,25 @@ def check_magnitude(X, x_sq, centers=None):
     if not largest <= high:
         size, fate, limit = "large", "overflow", high
         culprit = "X is" if x_largest >= c_largest else "centers are"
-    elif largest < low and (largest > 0 or bool((X.data if hasattr(X, "indptr") else X).any())):
+    elif largest < low and (largest > 0 or _any_nonzero(X)):
         size, fate, limit = "small", "underflow", low
         culprit = "X is" if centers is None else "X and centers are"
     else:
         _check_sums(x_sq if centers is None else None)
         return
     raise ValueError(
-        f"{culprit} too {size} in magnitude for {np.dtype(X.dtype).name}: squared distances "
+        f"{culprit} too {size} in magnitude for {dtype.name}: squared distances "
         f"would {fate} (largest squared norm {largest:.3g}, limit {limit:.3g}). Rescale the "
         "data, for example with StandardScaler."
     )
+
+
+def _any_nonzero(X):
+    """Whether dense or CSR ``X``, of any namespace, has a nonzero entry."""
+    if hasattr(X, "indptr"):
+        return bool(X.data.any())
+    xp, _ = namespace_and_device(X)
+    return bool(xp.any(X != 0))
 
 
 def _check_sums(x_sq):
@@ -131,11 +147,14 @@ def get_engine(name, X, sample_weight=None, n_threads=None, centers=None):
     """Construct the engine ``name`` (after :func:`resolve_backend`) on ``X``.
 
     ``n_threads`` is the numba engine's thread count (None: the OpenMP limit
-    in effect); the other engines do not take it. ``ValueError`` if X's squared
-    distances (to ``centers`` when given, fitted centroids) do not fit its
-    dtype (:func:`check_magnitude`).
+    in effect); the other engines do not take it. The host engines get a host
+    copy of a device array. ``ValueError`` if X's squared distances (to
+    ``centers`` when given, fitted centroids) do not fit its dtype
+    (:func:`check_magnitude`).
     """
     resolved = resolve_backend(name, X)
+    if resolved in ("numpy", "numba"):
+        X = to_numpy(X)
     module_name, class_name, requirement = BACKENDS[resolved]
     try:
         module = importlib.import_module(module_name, __name__)

@@ -1,8 +1,11 @@
 """The array-namespace engine, and over numpy in float64 the reference engine.
 
-:class:`ArrayEngine` walks over X in row blocks. It computes each block's
-squared distances through the expansion ``||x||^2 - 2 x.mu + ||mu||^2`` (dense
-data far from the origin shifted first, :func:`._conditioning.centering_shift`),
+:class:`ArrayEngine` is written once against the array API standard: it runs
+in the namespace and on the device of its data (numpy, PyTorch on the CPU or
+a GPU, array-api-strict, CuPy) through ``array-api-compat``. It walks over X
+in row blocks. It computes each block's squared distances through the
+expansion ``||x||^2 - 2 x.mu + ||mu||^2`` (dense data far from the origin
+shifted first, :func:`._conditioning.centering_shift`),
 turns them into responsibilities with its block kernels
 (:class:`._array_kernels.ArrayKernels`) and accumulates the sufficient
 statistics in float64. Nothing of size ``n_samples x n_clusters`` is
@@ -11,9 +14,11 @@ allocated unless a caller asks for it (``responsibilities``,
 
 Three settings make it one engine or another:
 
-- the namespace ``xp``: numpy here, CuPy in
-  :class:`softkmeans._engines._cupy.CupyEngine` (whose kernels are fused
-  CUDA kernels);
+- the namespace ``xp`` and its device, those of X: numpy for numpy and SciPy
+  CSR data (whose hard rows are summed through a sparse one-hot matrix, the
+  namespaces with a ``sparse`` module), the input's own namespace for a
+  device array; :class:`softkmeans._engines._cupy.CupyEngine` adds fused
+  CUDA kernels for CuPy;
 - the compute dtype: that of X for the device engine (float32 stays
   float32), float64 for :class:`NumpyEngine`, the readable reference every
   other engine is tested against;
@@ -21,22 +26,27 @@ Three settings make it one engine or another:
   large on a device (:data:`DEVICE_BLOCK_ELEMENTS`), where kernel launches
   should be few.
 
-``X``, ``sample_weight`` and ``x_sq`` are host arrays, ``row(i)`` a host
-float64 vector, and :class:`~softkmeans._engines._stats.PassStats` holds host
-arrays. The ``n_samples x n_clusters`` results are returned where the input
-lives, so that a CuPy input keeps them on the GPU.
+``X`` (a host copy of a device input, made when first asked for),
+``sample_weight`` and ``x_sq`` are host arrays, ``row(i)`` a host float64
+vector, and :class:`~softkmeans._engines._stats.PassStats` holds host arrays:
+the statistics are small, and the optimizers run on the host. The
+``n_samples x n_clusters`` and per-row results (``responsibilities``,
+``sq_distances``, ``log_sum_exp``) are returned where the input lives.
 """
 
 import numpy as np
 import scipy.sparse
+from sklearn.externals.array_api_compat import device as array_device
+from sklearn.externals.array_api_compat import is_numpy_namespace
+from sklearn.externals.array_api_compat import numpy as np_compat
 
 from .._core.bounds import unit_roundoff
 from .._core.responsibilities import RelaxationSpec
-from ._array_kernels import ArrayKernels
+from ._array_kernels import ArrayKernels, NumpyKernels
 from ._block import BlockEngine
 from ._chunks import BLOCK_ELEMENTS, row_blocks
 from ._conditioning import centering_shift, power_of_two_scale
-from ._namespace import is_cupy_array, to_numpy
+from ._namespace import host_dtype, is_device_array, namespace_and_device, to_numpy
 from ._stats import PassStats
 
 __all__ = ["ArrayEngine", "DEVICE_BLOCK_ELEMENTS", "FLOAT32_TAU_RANGE", "NumpyEngine",
@@ -52,20 +62,20 @@ FLOAT32_TAU_RANGE = (2.0**-100, 2.0**100)
 _FEW_CENTROIDS = 64
 
 
-def row_sq_norms(X, shift=None, xp=np, block_elements=BLOCK_ELEMENTS):
+def row_sq_norms(X, shift=None, xp=np_compat, block_elements=BLOCK_ELEMENTS):
     """``||x_i - shift||^2`` of every row, summed in float64 whatever the dtype of X.
 
     Dense X is converted block by block, so that no float64 copy of the whole
     of X exists; ``shift`` (dense X only) is a float64 point of ``xp``, none by
-    default. X is a numpy array or SciPy CSR matrix with ``xp=numpy``, their
-    CuPy counterparts with ``xp=cupy``.
+    default. ``xp`` is the ``array-api-compat`` namespace of X (numpy's for a
+    numpy array or a SciPy CSR matrix, CuPy's for their CuPy counterparts).
     """
     if hasattr(X, "indptr"):  # CSR
         squares = X.data.astype(np.float64) ** 2
         return type(X)((squares, X.indices, X.indptr), shape=X.shape) @ xp.ones(X.shape[1])
-    out = xp.empty(X.shape[0])
+    out = xp.empty(X.shape[0], dtype=xp.float64, device=array_device(X))
     for rows in row_blocks(X.shape[0], X.shape[1], block_elements):
-        block = X[rows].astype(np.float64)
+        block = xp.astype(X[rows, :], xp.float64)
         if shift is not None:
             block -= shift
         out[rows] = xp.sum(block * block, axis=1)
@@ -124,7 +134,7 @@ def twin_columns(centers, c_sq):
 
 
 class ArrayEngine(BlockEngine):
-    """Chunked passes over one data set with the array namespace ``xp`` (numpy here).
+    """Chunked passes over one data set in the array namespace and on the device of X.
 
     The passes that write or reduce a value per row and centroid are
     :class:`._block.BlockEngine`'s over :meth:`_blocks`, in the compute dtype
@@ -132,16 +142,17 @@ class ArrayEngine(BlockEngine):
 
     Parameters
     ----------
-    X : ndarray or CSR matrix of shape (n_samples, n_features)
-        Validated data (float32 or float64), on the host or in the engine's
-        namespace.
+    X : ndarray, CSR matrix or array of an array API namespace, shape (n_samples, n_features)
+        Validated data (float32 or float64): numpy or SciPy CSR (computed with
+        numpy), or a device array (PyTorch, array-api-strict, CuPy, ...),
+        computed in its namespace and on its device.
     sample_weight : ndarray of shape (n_samples,), default=None
         Non-negative weights on the host; ones when None.
     block_elements : int, default=DEVICE_BLOCK_ELEMENTS
         Entries of one block of distances.
     compute_dtype : dtype, default=None
-        The dtype of the distances and responsibilities: that of X when None.
-        The statistics are summed in float64 either way.
+        The dtype (of X's namespace) of the distances and responsibilities:
+        that of X when None. The statistics are summed in float64 either way.
 
     Examples
     --------
@@ -155,14 +166,13 @@ class ArrayEngine(BlockEngine):
     """
 
     name = "array"
-    xp = np
-    sparse = scipy.sparse
 
     def __init__(self, X, sample_weight=None, block_elements=DEVICE_BLOCK_ELEMENTS,
                  compute_dtype=None):
         self._input = X
         self._host_X = None
-        self._keep_on_device = is_cupy_array(X)
+        self._keep_on_device = is_device_array(X)
+        self.xp, self.device, self.sparse = self._namespace(X)
         self.block_elements = block_elements
         self.kernels = self._make_kernels()
         n = X.shape[0]
@@ -170,40 +180,46 @@ class ArrayEngine(BlockEngine):
             np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         )
         self._X = self._to_device(X)
-        self._is_sparse = self.sparse.issparse(self._X)
-        self._compute_dtype = np.dtype(X.dtype if compute_dtype is None else compute_dtype)
+        self._is_sparse = self.sparse is not None and self.sparse.issparse(self._X)
+        self._compute_dtype = X.dtype if compute_dtype is None else compute_dtype
         self._w64 = self._to_device(self.sample_weight)
         # the weights in the compute dtype, over a power of two; sums and masses are scaled back
         self._weight_scale = power_of_two_scale(self.sample_weight)
-        self._w = (self._w64 / self._weight_scale).astype(self._compute_dtype)
-        self.x_sq = np.asarray(self._to_host(self._row_sq_norms()), dtype=np.float64)
+        self._w = self.xp.astype(self._w64 / self._weight_scale, self._compute_dtype)
+        self.x_sq = np.asarray(to_numpy(self._row_sq_norms()), dtype=np.float64)
         shift = None if self._is_sparse else centering_shift(self._X)
         self._shift = None if shift is None else self._to_device(shift)
         self._distance_norms = self.x_sq
         if self._shift is not None:
             shifted = self._row_sq_norms(self._shift)
-            self._distance_norms = np.asarray(self._to_host(shifted), dtype=np.float64)
+            self._distance_norms = np.asarray(to_numpy(shifted), dtype=np.float64)
         # of the points the distances are computed from, in the compute dtype
-        self._x_sq = self._to_device(self._distance_norms).astype(self._compute_dtype)
+        self._x_sq = self.xp.astype(self._to_device(self._distance_norms), self._compute_dtype)
 
     @property
     def unit_roundoff(self):
         """Unit roundoff of the passes' arithmetic, which runs in the compute dtype."""
-        return unit_roundoff(self._compute_dtype)
+        return unit_roundoff(host_dtype(self._compute_dtype))
 
     # ------------------------------------------------------------ namespace
+    def _namespace(self, X):
+        """``(xp, device, sparse)``: X's ``array-api-compat`` namespace and device, and the
+        module of its namespace's sparse matrices (None: dense only)."""
+        xp, device = namespace_and_device(X)
+        return xp, device, None if is_device_array(X) else scipy.sparse
+
     def _make_kernels(self):
-        return ArrayKernels(self.xp)
+        return NumpyKernels() if is_numpy_namespace(self.xp) else ArrayKernels(self.xp)
 
     def _to_device(self, a):
-        return a
-
-    def _to_host(self, a):
-        return a
+        """A host array (or X) in the engine's namespace, on its device (CSR as it is)."""
+        if self.sparse is not None and self.sparse.issparse(a):
+            return a
+        return self.xp.asarray(a, device=self.device)
 
     def _output(self, a):
         """An ``n_samples``-sized result, where the input lives."""
-        return a if self._keep_on_device else self._to_host(a)
+        return a if self._keep_on_device else to_numpy(a)
 
     # ----------------------------------------------------------------- data
     @property
@@ -221,7 +237,7 @@ class ArrayEngine(BlockEngine):
     def distance_shift(self):
         """The point (float64, on the host) subtracted from X and the centroids before their
         distances, or None (:func:`._conditioning.centering_shift`)."""
-        return None if self._shift is None else self._to_host(self._shift)
+        return None if self._shift is None else to_numpy(self._shift)
 
     def distance_norms(self):
         """``||x_i - shift||^2`` in float64 on the host (``x_sq`` when X is not shifted)."""
@@ -229,9 +245,9 @@ class ArrayEngine(BlockEngine):
 
     def row(self, i):
         """Observation ``i`` as a dense float64 host vector."""
-        x = self._X[i:i + 1]
+        x = self._X[i:i + 1, :]
         x = x.toarray() if self._is_sparse else x
-        return np.asarray(self._to_host(x), dtype=np.float64).ravel()
+        return np.asarray(to_numpy(x), dtype=np.float64).ravel()
 
     def _row_sq_norms(self, shift=None):
         """``||x_i - shift||^2`` in float64, in the engine's namespace (:func:`row_sq_norms`)."""
@@ -245,24 +261,26 @@ class ArrayEngine(BlockEngine):
         those of the shifted block to the shifted centroids: the same
         distances, without the cancellation of data far from the origin.
         """
+        xp, dtype = self.xp, self._compute_dtype
         C64 = self._to_device(np.asarray(centers, dtype=np.float64))
         if self._shift is not None:
             C64 = C64 - self._shift
-            shift = self._shift.astype(self._compute_dtype)
-        c_sq = self.xp.sum(C64 * C64, axis=1).astype(self._compute_dtype)
-        C = C64.astype(self._compute_dtype)
+            shift = xp.astype(self._shift, dtype)
+        c_sq = xp.astype(xp.sum(C64 * C64, axis=1), dtype)
+        C = xp.astype(C64, dtype)
         host = np.asarray(centers, dtype=np.float64)
-        copies, originals = (self._to_device(a) for a in
-                             twin_columns(host, np.einsum("ij,ij->i", host, host)))
+        first = first_equal_rows(host, np.einsum("ij,ij->i", host, host))
+        # equal centroids tie exactly (see first_equal_rows)
+        first = None if (first == np.arange(len(first))).all() else self._to_device(first)
         for rows in row_blocks(self.n_samples, C.shape[0], self.block_elements):
-            Xb = self._X[rows]
-            if Xb.dtype != self._compute_dtype:  # the reference on float32 data
-                Xb = Xb.astype(self._compute_dtype)
+            Xb = self._X[rows, :]
+            if Xb.dtype != dtype:  # the reference on float32 data
+                Xb = Xb.astype(dtype) if self._is_sparse else xp.astype(Xb, dtype)
             if self._shift is not None:
                 Xb = Xb - shift
-            cross = self.xp.asarray(Xb @ C.T)
-            if len(copies):  # equal centroids tie exactly (see first_equal_rows)
-                cross[:, copies] = cross[:, originals]
+            cross = xp.asarray(Xb @ C.T)
+            if first is not None:
+                cross = xp.take(cross, first, axis=1)
             yield rows, Xb, self.kernels.finish_distances(cross, self._x_sq[rows], c_sq)
 
     def _blocks(self, centers):
@@ -271,10 +289,11 @@ class ArrayEngine(BlockEngine):
 
     def _in_range(self, D, spec):
         """The block ``D``, in float64 where the temperature is out of float32's range."""
-        if D.dtype == np.float32 and spec.kind != "hard":
+        xp = self.xp
+        if D.dtype == xp.float32 and spec.kind != "hard":
             low, high = FLOAT32_TAU_RANGE
             if not low <= spec.tau <= high:
-                return D.astype(np.float64)
+                return xp.astype(D, xp.float64)
         return D
 
     # --------------------------------------------------------------- passes
@@ -285,25 +304,30 @@ class ArrayEngine(BlockEngine):
         A softmax row is spread unless every other weight underflows to 0, an
         entmax row when it has more than one nonzero entry.
         """
-        kernels = self.kernels
+        xp, kernels = self.xp, self.kernels
         D = self._in_range(D, spec)
         labels, dmin, margins = kernels.nearest_two(D)
         if spec.kind == "hard":
-            return labels, dmin, margins, None, self.xp.zeros_like(dmin), None
+            return labels, dmin, margins, None, xp.zeros_like(dmin), None
         if spec.kind == "softmax":
-            others = kernels.softmax_others(D, labels, dmin, spec.tau)
-            resp = kernels.softmax_resp(D, dmin, others, spec.tau)
-            return labels, dmin, margins, resp, spec.tau * self.xp.log1p(others), others > 0
+            tau = float(spec.tau)
+            others = kernels.softmax_others(D, labels, dmin, tau)
+            resp = kernels.softmax_resp(D, dmin, others, tau)
+            return labels, dmin, margins, resp, tau * xp.log1p(others), others > 0
         resp, row_gap = kernels.entmax(D, dmin, spec)
-        return labels, dmin, margins, resp, row_gap, self.xp.count_nonzero(resp, axis=1) > 1
+        return labels, dmin, margins, resp, row_gap, xp.count_nonzero(resp, axis=1) > 1
 
     def _one_hot_t(self, labels, n_clusters, values=None):
-        """The (n_clusters x rows) one-hot matrix of ``labels``, sparse, holding ``values``
-        (ones when None)."""
+        """The (n_clusters x rows) one-hot matrix of ``labels`` holding ``values`` (ones when
+        None): sparse where the namespace has sparse matrices, dense otherwise."""
         xp, m = self.xp, labels.shape[0]
+        if self.sparse is None:
+            clusters = xp.arange(n_clusters, dtype=labels.dtype, device=self.device)
+            one_hot = xp.astype(clusters[:, None] == labels[None, :], self._compute_dtype)
+            return one_hot if values is None else one_hot * values[None, :]
         values = xp.ones(m, dtype=self._compute_dtype) if values is None else values
         return self.sparse.csc_matrix(
-            (values, labels.astype(np.int32), xp.arange(m + 1, dtype=np.int32)),
+            (values, xp.astype(labels, xp.int32), xp.arange(m + 1, dtype=xp.int32)),
             shape=(n_clusters, m),
         )
 
@@ -311,8 +335,8 @@ class ArrayEngine(BlockEngine):
         """``masses += R^T w`` and, when ``with_sums``, ``sums += R^T (w Xb)`` (float64).
 
         The rows that are not ``spread`` (all rows of a hard block) go through
-        their labels' sparse one-hot matrix, the others through dense
-        products: rows that entmax identifies give Lloyd's sums to the bit.
+        their labels' one-hot matrix, the others through dense products: rows
+        that entmax identifies give Lloyd's sums to the bit.
         """
         xp = self.xp
         if resp is not None:
@@ -321,20 +345,30 @@ class ArrayEngine(BlockEngine):
                 self._add_soft(sums, masses, Xb, w, resp, with_sums)
                 return
             if n_soft:
-                soft = xp.flatnonzero(spread)
-                self._add_soft(sums, masses, Xb[soft], w[soft], resp[soft], with_sums)
-                one_hot = xp.flatnonzero(~spread)
-                Xb, w, labels = Xb[one_hot], w[one_hot], labels[one_hot]
+                soft = xp.nonzero(spread)[0]
+                self._add_soft(sums, masses, self._take_rows(Xb, soft), xp.take(w, soft),
+                               xp.take(resp, soft, axis=0), with_sums)
+                one_hot = xp.nonzero(~spread)[0]
+                Xb, w, labels = self._take_rows(Xb, one_hot), xp.take(w, one_hot), xp.take(
+                    labels, one_hot)
         weighted_t = self._one_hot_t(labels, masses.shape[0], w)
-        masses += _dense(weighted_t @ xp.ones(labels.shape[0]))  # in a fixed order, not atomics
+        if self.sparse is None:
+            masses += xp.sum(xp.astype(weighted_t, xp.float64), axis=1)
+        else:
+            masses += _dense(weighted_t @ xp.ones(labels.shape[0]))  # in a fixed order
         if with_sums:
             self._add_products(sums, Xb, weighted_t)
 
+    def _take_rows(self, Xb, rows):
+        return Xb[rows] if self._is_sparse else self.xp.take(Xb, rows, axis=0)
+
     def _add_soft(self, sums, masses, Xb, w, resp, with_sums):
         """The dense part of :meth:`_accumulate`; weighs ``resp`` in place."""
-        masses += self.xp.asarray(w.astype(resp.dtype) @ resp, dtype=np.float64)
+        xp = self.xp
+        w = xp.astype(w, resp.dtype)
+        masses += xp.astype(w @ resp, xp.float64)
         if with_sums:
-            resp *= w[:, None].astype(resp.dtype)
+            resp *= w[:, None]
             self._add_products(sums, Xb, resp.T)
 
     def _add_products(self, sums, Xb, weighted_t):
@@ -342,36 +376,37 @@ class ArrayEngine(BlockEngine):
         if self._is_sparse:
             sums += _dense(Xb.T @ weighted_t.T).T
         else:
-            sums += _dense(weighted_t @ Xb.astype(weighted_t.dtype, copy=False))
+            sums += _dense(weighted_t @ self.xp.astype(Xb, weighted_t.dtype, copy=False))
 
     def estep(self, centers, spec, with_sums=True):
         """One pass (:meth:`softkmeans._engines._contract.Engine.estep`); host arrays."""
-        xp = self.xp
+        xp, device = self.xp, self.device
         k, d = centers.shape
         n = self.n_samples
-        sums = xp.zeros((k, d))
-        masses = xp.zeros(k)
-        labels = xp.empty(n, dtype=np.int32)
-        margins = xp.empty(n, dtype=self._compute_dtype)
-        dmin = xp.empty(n, dtype=self._compute_dtype)
-        totals = xp.zeros(3)
+        sums = xp.zeros((k, d), dtype=xp.float64, device=device)
+        masses = xp.zeros(k, dtype=xp.float64, device=device)
+        labels = xp.empty(n, dtype=xp.int32, device=device)
+        margins = xp.empty(n, dtype=self._compute_dtype, device=device)
+        dmin = xp.empty(n, dtype=self._compute_dtype, device=device)
+        totals = xp.zeros(3, dtype=xp.float64, device=device)
         for rows, Xb, D in self._data_blocks(centers):
             lab, dm, mg, resp, row_gap, spread = self._assign(D, spec)
             self._accumulate(sums, masses, Xb, self._w[rows], lab, resp, spread, with_sums)
             w = self._w64[rows]
-            totals += xp.stack([w @ (dm - row_gap).astype(np.float64),
-                                w @ dm.astype(np.float64), w @ row_gap.astype(np.float64)])
-            labels[rows] = lab
-            margins[rows] = mg
-            dmin[rows] = dm
-        sums = self._to_host(sums) * self._weight_scale
-        masses = self._to_host(masses) * self._weight_scale
+            totals += xp.stack([w @ xp.astype(dm - row_gap, xp.float64),
+                                w @ xp.astype(dm, xp.float64), w @ xp.astype(row_gap, xp.float64)])
+            self._put(labels, rows, lab)
+            self._put(margins, rows, mg)
+            self._put(dmin, rows, dm)
+        sums = to_numpy(sums) * self._weight_scale
+        masses = to_numpy(masses) * self._weight_scale
         if with_sums and self._shift is not None:
-            sums += masses[:, None] * self._to_host(self._shift)[None, :]
-        objective, inertia, gap = (float(v) for v in self._to_host(totals))
+            sums += masses[:, None] * to_numpy(self._shift)[None, :]
+        objective, inertia, gap = (float(v) for v in to_numpy(totals))
         return PassStats(
-            sums, masses, objective, inertia, gap, self._to_host(labels),
-            self._to_host(margins).astype(np.float64), self._to_host(dmin).astype(np.float64),
+            sums, masses, objective, inertia, gap, np.asarray(to_numpy(labels)),
+            np.asarray(to_numpy(margins), dtype=np.float64),
+            np.asarray(to_numpy(dmin), dtype=np.float64),
         )
 
     def _block_responsibilities(self, D, spec):
@@ -380,11 +415,13 @@ class ArrayEngine(BlockEngine):
 
     def _block_log_sum_exp(self, D, sigma):
         """In float64."""
+        xp = self.xp
         spec = RelaxationSpec("softmax", sigma)
         D = self._in_range(D, spec)
+        tau = float(spec.tau)
         labels, dmin, _ = self.kernels.nearest_two(D)
-        others = self.kernels.softmax_others(D, labels, dmin, spec.tau)
-        return -dmin.astype(np.float64) / spec.tau + self.xp.log1p(others.astype(np.float64))
+        others = self.kernels.softmax_others(D, labels, dmin, tau)
+        return -xp.astype(dmin, xp.float64) / tau + xp.log1p(xp.astype(others, xp.float64))
 
     def _weights_on_device(self):
         return self._w64

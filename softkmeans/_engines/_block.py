@@ -14,6 +14,7 @@ in its kernels instead.
 import numpy as np
 
 from ._in_memory import InMemorySteps
+from ._namespace import host_dtype, to_numpy
 
 __all__ = ["BlockEngine"]
 
@@ -29,23 +30,25 @@ class BlockEngine(InMemorySteps):
     - ``_compute_dtype``: the dtype of the blocks' distances, also that of
       the outputs when a caller names none.
 
-    ``xp`` is the blocks' array namespace; ``_to_host`` and ``_output`` move
-    a result to the host and to where the input lives (both the identity on
-    the host).
+    ``xp`` and ``device`` are the blocks' array namespace (of the array API
+    standard) and device; ``_output`` moves a result to where the input lives.
     """
-
-    xp = np
-
-    def _to_host(self, a):
-        return a
 
     def _output(self, a):
         return a
 
     def _new_output(self, centers, dtype):
-        """An empty (n_samples x n_clusters) result of ``dtype`` (None: the compute dtype)."""
-        dtype = self._compute_dtype if dtype is None else dtype
-        return self.xp.empty((self.n_samples, centers.shape[0]), dtype=dtype)
+        """An empty (n_samples x n_clusters) result of ``dtype`` (float32 or float64 of any
+        namespace; None: the compute dtype), in the blocks' namespace."""
+        if dtype is None:
+            dtype = self._compute_dtype
+        else:
+            dtype = self.xp.float32 if host_dtype(dtype) == np.float32 else self.xp.float64
+        return self.xp.empty((self.n_samples, centers.shape[0]), dtype=dtype, device=self.device)
+
+    def _put(self, out, rows, values):
+        """``out[rows] = values``, cast to the dtype of ``out`` (the standard does not cast)."""
+        out[rows, ...] = self.xp.astype(values, out.dtype, copy=False)
 
     def responsibilities(self, centers, spec, dtype=None):
         """Responsibilities of every observation, shape (n_samples, n_clusters), in ``dtype``.
@@ -55,7 +58,7 @@ class BlockEngine(InMemorySteps):
         """
         out = self._new_output(centers, dtype)
         for rows, D in self._blocks(centers):
-            out[rows] = self._block_responsibilities(D, spec)
+            self._put(out, rows, self._block_responsibilities(D, spec))
         return self._output(out)
 
     def sq_distances(self, centers, dtype=None, sqrt=False):
@@ -66,7 +69,7 @@ class BlockEngine(InMemorySteps):
         """
         out = self._new_output(centers, dtype)
         for rows, D in self._blocks(centers):
-            out[rows] = self.xp.sqrt(D) if sqrt else D
+            self._put(out, rows, self.xp.sqrt(D) if sqrt else D)
         return self._output(out)
 
     def max_sq_distances(self, points):
@@ -75,11 +78,11 @@ class BlockEngine(InMemorySteps):
         Host float64; 0 where no observation has positive weight.
         """
         xp = self.xp
-        out = xp.zeros(points.shape[0], dtype=self._compute_dtype)
+        out = xp.zeros(points.shape[0], dtype=self._compute_dtype, device=self.device)
         positive_weight = self._weights_on_device() > 0
         for rows, D in self._blocks(points):
-            out = xp.maximum(out, xp.max(xp.where(positive_weight[rows, None], D, 0), axis=0))
-        return np.asarray(self._to_host(out), dtype=np.float64)
+            out = xp.maximum(out, xp.max(xp.where(positive_weight[rows, None], D, 0.0), axis=0))
+        return np.asarray(to_numpy(out), dtype=np.float64)
 
     def _weights_on_device(self):
         """``sample_weight`` in the blocks' namespace."""
@@ -87,7 +90,7 @@ class BlockEngine(InMemorySteps):
 
     def log_sum_exp(self, centers, sigma):
         """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation, in float64."""
-        out = self.xp.empty(self.n_samples)
+        out = self.xp.empty(self.n_samples, dtype=self.xp.float64, device=self.device)
         for rows, D in self._blocks(centers):
-            out[rows] = self._block_log_sum_exp(D, sigma)
+            self._put(out, rows, self._block_log_sum_exp(D, sigma))
         return self._output(out)

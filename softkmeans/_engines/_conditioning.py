@@ -20,7 +20,7 @@ nor overflow.
 
 import numpy as np
 
-from ._namespace import to_numpy
+from ._namespace import host_dtype, to_numpy
 
 __all__ = ["CENTERING_RATIO", "CENTERING_SAMPLE", "centering_shift", "power_of_two_scale"]
 
@@ -35,15 +35,15 @@ def centering_shift(X):
     """The point to subtract from dense ``X`` before its distances, or None.
 
     Mean and spread are estimated on :data:`CENTERING_SAMPLE` evenly spaced
-    rows (copied to the host when ``X`` is a CuPy array); the shift is their
+    rows (copied to the host when ``X`` is a device array); the shift is their
     mean rounded to the dtype of X, which any point near the data would serve
     as well. None for data whose mean lies within ``sqrt(CENTERING_RATIO)``
     spreads of the origin.
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_features)
-        Dense float32 or float64 data, numpy or CuPy.
+    X : array of shape (n_samples, n_features)
+        Dense float32 or float64 data, numpy or of an array API namespace.
 
     Returns
     -------
@@ -52,9 +52,9 @@ def centering_shift(X):
     """
     if X.shape[0] == 0:
         return None
-    sample = np.asarray(to_numpy(X[::max(1, X.shape[0] // CENTERING_SAMPLE)]), dtype=np.float64)
+    sample = np.asarray(to_numpy(X[::max(1, X.shape[0] // CENTERING_SAMPLE), :]), dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):  # data too large: the engine refuses them
-        shift = sample.mean(axis=0).astype(X.dtype).astype(np.float64)
+        shift = sample.mean(axis=0).astype(host_dtype(X.dtype)).astype(np.float64)
         spread = float(np.mean(np.einsum("ij,ij->i", sample - shift, sample - shift)))
         far = bool(shift @ shift > CENTERING_RATIO * spread)
     return shift if far and np.isfinite(spread) else None
@@ -74,4 +74,4 @@ def power_of_two_scale(weights):
         1.0 when no weight is positive.
     """
     largest = float(weights.max(initial=0.0))
-    return 2.0 ** (np.frexp(largest)[1] - 1) if largest > 0 else 1.0
+    return 2.0 ** int(np.frexp(largest)[1] - 1) if largest > 0 else 1.0

@@ -2,8 +2,11 @@
 
 :class:`CupyEngine` is :class:`~softkmeans._engines._array.ArrayEngine`
 with CuPy as its namespace: the data are moved to the GPU once, the distance
-cross-term goes through cuBLAS (``X_b @ C.T``), and :class:`CupyKernels`
-replaces the passes over each block that matter most by fused kernels:
+cross-term goes through cuBLAS (``X_b @ C.T``), CSR data stay sparse
+(``cupyx.scipy.sparse``), and :class:`CupyKernels` replaces the passes over
+each block that matter most by fused kernels, optional accelerations of the
+generic path (:class:`~softkmeans._engines._array_kernels.ArrayKernels`) that
+they are tested against:
 
 - ``finish_distances``: ``max(||x||^2 - 2 x.mu + ||mu||^2, 0)`` in place;
 - ``nearest_two``: one reduction that returns the nearest centroid, its
@@ -19,6 +22,7 @@ import cupy
 import cupyx.scipy.sparse as cusparse
 import numpy as np
 import scipy.sparse as sp
+from sklearn.externals.array_api_compat import array_namespace
 
 from .._validation import check_sparse_structure
 from ._array import ArrayEngine
@@ -97,7 +101,7 @@ class CupyKernels(ArrayKernels):
     """
 
     def __init__(self, candidate_cap=CANDIDATE_CAP):
-        super().__init__(cupy, candidate_cap)
+        super().__init__(array_namespace(cupy.empty(0)), candidate_cap)
 
     def finish_distances(self, cross, x_sq, c_sq):
         return _finish_distances(x_sq[:, None], c_sq[None, :], cross)
@@ -147,8 +151,6 @@ class CupyEngine(ArrayEngine):
     """
 
     name = "cupy"
-    xp = cupy
-    sparse = cusparse
 
     def __init__(self, X, sample_weight=None, **kwargs):
         if not gpu_available():
@@ -156,6 +158,10 @@ class CupyEngine(ArrayEngine):
                 "backend='cupy' needs a CUDA device, and CuPy sees none; use backend='numpy'."
             )
         super().__init__(X, sample_weight, **kwargs)
+
+    def _namespace(self, X):
+        """CuPy's compat namespace, the current device and ``cupyx.scipy.sparse``."""
+        return array_namespace(cupy.empty(0)), cupy.cuda.Device(), cusparse
 
     def _make_kernels(self):
         return CupyKernels()
@@ -165,10 +171,7 @@ class CupyEngine(ArrayEngine):
             return cusparse.csr_matrix(a)
         if cusparse.issparse(a):
             return a
-        return cupy.ascontiguousarray(a)
-
-    def _to_host(self, a):
-        return a.get() if isinstance(a, cupy.ndarray) or cusparse.issparse(a) else a
+        return cupy.ascontiguousarray(cupy.asarray(a))  # CuPy 14 takes only CuPy arrays
 
 
 def check_cupy_array(estimator, X, reset):
