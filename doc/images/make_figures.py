@@ -115,8 +115,7 @@ def fit_cost_figure(path=HERE / "fit_cost.png"):
         marker, color = styles.get(column, ("o", None))
         ratios = [rows[name][col][0] for name in names]
         ax.scatter(ratios, range(len(names)), marker=marker, s=45, color=color,
-                   label=column.replace("GMM spherical",
-                                        'GaussianMixture(covariance_type="spherical")'),
+                   label=column.replace("GMM spherical", "GaussianMixture(spherical)"),
                    zorder=3)
     ax.axvline(1.0, color="k", lw=1)
     ax.text(1.02, len(names) - 0.4, "KMeans(n_init=1)", fontsize=9, va="top")
@@ -127,7 +126,8 @@ def fit_cost_figure(path=HERE / "fit_cost.png"):
     ax.set_yticklabels(names, fontsize=9)
     ax.grid(axis="x", which="major", color="0.9")
     ax.set_xlabel("whole-fit time over KMeans(n_init=1) from the same k-means++ start")
-    ax.legend(loc="lower right", fontsize=9, framealpha=1)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8,
+              frameon=False)  # above the axes: no marker hides behind it
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
