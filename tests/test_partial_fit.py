@@ -185,6 +185,9 @@ def test_a_first_batch_needs_n_clusters_rows_even_with_an_array_init(Estimator):
             Estimator(3, sigma=0.5, init=init).partial_fit(X[:1])
     model = Estimator(3, sigma=0.5, init=means).partial_fit(X[:3])
     assert model.n_steps_ == 1 and np.isfinite(model.cluster_centers_).all()
+    # the docstring says so (it once said the limit held for a drawn init only)
+    doc = " ".join(Estimator.partial_fit.__doc__.split())
+    assert "at least ``n_clusters`` samples of positive weight, an array ``init`` too" in doc
 
 
 @pytest.mark.parametrize("Estimator", ESTIMATORS)
