@@ -91,7 +91,7 @@ def main(argv=None):
             print(f"numba cannot compile the kernels here: {why}.", file=sys.stderr)
             return 1
         from ._engines._numba.compile import compile_kernels
-        from ._engines._numba.jit import JIT_OPTIONS
+        from ._jit import JIT_OPTIONS
 
         print("numba kernels (compiled, or loaded from the cache when up to date):")
         compile_kernels(file=sys.stdout)

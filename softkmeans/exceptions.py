@@ -49,5 +49,5 @@ class CompilationCacheWarning(UserWarning):
     >>> from softkmeans.exceptions import CompilationCacheWarning
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore", CompilationCacheWarning)
-    ...     import softkmeans._engines._numba.jit  # warns only without a writable cache
+    ...     import softkmeans._jit  # warns only without a writable cache
     """

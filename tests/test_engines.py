@@ -75,3 +75,17 @@ def test_engine_keeps_the_contract_and_matches_the_reference(Engine_, dtype, spa
     _close(engine.max_sq_distances(centers), reference.max_sq_distances(centers), rtol)
     _close(engine.log_sum_exp(centers, 0.7), reference.log_sum_exp(centers, 0.7), rtol)
     np.testing.assert_array_equal(engine.row(3), reference.row(3))
+
+
+def test_the_layers_above_reach_engines_only_through_the_contract():
+    """No estimator or ``_core`` module asks an engine what it can do, or imports its insides."""
+    import pathlib
+    import re
+
+    package = pathlib.Path(__file__).resolve().parents[1] / "softkmeans"
+    asks = [str(path) for path in package.rglob("*.py")
+            if "hasattr(engine" in path.read_text(encoding="utf-8")]
+    inside = re.compile(r"_engines\._numba|from \.\._engines\._")
+    climbs = [str(path) for path in (package / "_core").rglob("*.py")
+              if inside.search(path.read_text(encoding="utf-8"))]
+    assert asks == [] and climbs == []

@@ -12,8 +12,8 @@ from sklearn.preprocessing import StandardScaler
 
 from softkmeans import AnnealedKMeans
 from softkmeans._core.hartigan import hartigan_moves, nearest_labels, partition_sums
+from softkmeans._core.hartigan_loops import hartigan_visits
 from softkmeans._core.split_merge import Partition, merge_split_search
-from softkmeans._engines._numba.hartigan import hartigan_visits
 
 
 def _distortion(X, weights, labels, k):

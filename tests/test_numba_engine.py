@@ -766,8 +766,8 @@ def test_compile_command_says_why_numba_cannot_compile(state, why, capsys, monke
 
 
 def test_compile_command_fails_without_a_cache_directory(capsys, monkeypatch):
+    from softkmeans import _jit as jit
     from softkmeans.__main__ import main
-    from softkmeans._engines._numba import jit
 
     monkeypatch.setitem(jit.JIT_OPTIONS, "cache", False)
     assert main(["compile"]) == 1
@@ -782,7 +782,7 @@ from numba.core import caching
 caching.CacheImpl._locator_classes = []  # as on a read-only file system: no cache directory
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    from softkmeans._engines._numba import jit
+    from softkmeans import _jit as jit
 assert jit.JIT_OPTIONS["cache"] is False
 assert [w.category.__name__ for w in caught] == ["CompilationCacheWarning"], caught
 from softkmeans import SoftKMeans

@@ -16,7 +16,7 @@ Lloyd fixed point, not conversely.
 screens every observation in blocks of rows (one matrix product per block,
 as a Lloyd pass; CSR rows stay sparse there) and visits the candidates, best
 first, as dense rows, with the compiled
-loop of :mod:`softkmeans._engines._numba.hartigan`, which decides each move
+loop of :mod:`softkmeans._core.hartigan_loops`, which decides each move
 against the means as the earlier moves left them, from distances computed
 by subtraction. The other functions here serve it and the merge-and-split
 search of :mod:`softkmeans._core.split_merge`.
@@ -25,7 +25,7 @@ search of :mod:`softkmeans._core.split_merge`.
 import numpy as np
 import scipy.sparse as sp
 
-from .._engines._numba.hartigan import add_to_clusters, hartigan_visits
+from .hartigan_loops import add_to_clusters, hartigan_visits
 
 __all__ = ["dense_rows", "distances_to_own", "hartigan_moves", "nearest_labels",
            "partition_sums", "weighted_row_sum"]

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .._engines._numba.priors import add_prior_weighted
 from .centred_rows import CentredRows, transposed_times
 from .hartigan import dense_rows, hartigan_moves
 from .optimize import HARD, alternating, anneal
+from .prior_loops import add_prior_weighted
 from .progress import Progress
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .split_merge import EIGH_MAX_FEATURES, merge_split_search

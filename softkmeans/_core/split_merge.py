@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._engines._numba.hartigan import hartigan_visits
 from .centred_rows import CentredRows
 from .hartigan import distances_to_own, nearest_labels, partition_sums, weighted_row_sum
+from .hartigan_loops import hartigan_visits
 
 __all__ = ["EIGH_MAX_FEATURES", "Partition", "merge_split_search"]
 

@@ -7,10 +7,9 @@
   ``exp`` and ``log1p``; :mod:`.transpose`: a chunk's transpose;
 - :mod:`.layout`: how a dense pass splits its work; :mod:`.threads`: the
   threads of a pass; :mod:`.blas`: BLAS held to one thread meanwhile;
-- :mod:`.jit`: the options every kernel is compiled with; :mod:`.compile`:
-  compilation ahead of a fit (``python -m softkmeans compile``);
-- :mod:`.hartigan`, :mod:`.priors`: kernels of the local search and the
-  mass-constrained fits (:mod:`softkmeans._core`).
+- :mod:`.compile`: compilation ahead of a fit (``python -m softkmeans compile``),
+  of these kernels and of the compiled loops that :mod:`softkmeans._core` owns;
+  the options every kernel is compiled with are in :mod:`softkmeans._jit`.
 
 Nothing is imported here: each module pulls in only what it needs.
 """

@@ -2,7 +2,7 @@
 
 The kernels are compiled by numba on their first call in the process
 (seconds, once per input kind) and kept in numba's on-disk cache, from which
-later processes load them (:mod:`.jit`); ``python -m softkmeans compile``
+later processes load them (:mod:`softkmeans._jit`); ``python -m softkmeans compile``
 fills that cache ahead of time (:func:`compile_kernels`).
 """
 
@@ -11,10 +11,10 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from ..._core.hartigan_loops import compile_local_search
+from ..._core.prior_loops import compile_prior_pass
 from ..._core.responsibilities import RelaxationSpec
 from .engine import NumbaEngine
-from .hartigan import compile_local_search
-from .priors import compile_prior_pass
 
 __all__ = ["compile_kernels", "input_kind"]
 

@@ -12,7 +12,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-from .jit import JIT_OPTIONS
+from ..._jit import JIT_OPTIONS
 
 __all__ = ["exp_nonpositive", "exp_nonpositive32", "exp_as", "log1p_nonnegative"]
 

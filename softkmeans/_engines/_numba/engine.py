@@ -33,13 +33,13 @@ import scipy.sparse as sp
 
 from ..._core.bounds import UNIT_ROUNDOFF, unit_roundoff
 from ..._core.responsibilities import RelaxationSpec
+from ..._jit import read_only
 from .._array import NumpyEngine, first_equal_rows, row_sq_norms
 from .._chunks import row_blocks
 from .._conditioning import centering_shift, power_of_two_scale
 from .._in_memory import InMemorySteps
 from .._stats import PassStats
 from .blas import blas_at_one_thread
-from .jit import read_only
 from .kernels import (
     OUT_DIST,
     OUT_FARTHEST,

@@ -52,8 +52,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from ..._jit import INNER_JIT_OPTIONS, JIT_OPTIONS
 from .elementary import exp_as, exp_nonpositive, log1p_nonnegative
-from .jit import INNER_JIT_OPTIONS, JIT_OPTIONS
 from .rows import SOFTMAX, is_hard_row, row_given_nearest, row_responsibilities, softmax_floor
 from .transpose import transpose_rows
 

@@ -30,8 +30,8 @@ import math
 import numpy as np
 from numba import njit
 
+from ..._jit import INNER_JIT_OPTIONS
 from .elementary import exp_nonpositive, log1p_nonnegative
-from .jit import INNER_JIT_OPTIONS
 
 __all__ = ["HARD", "SOFTMAX", "ENTMAX", "KINDS", "SOFTMAX_SKIP_EPS", "nearest_two",
            "softmax_cutoff", "softmax_floor", "is_hard_row", "row_responsibilities",

@@ -15,7 +15,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .jit import INNER_JIT_OPTIONS
+from ..._jit import INNER_JIT_OPTIONS
 
 __all__ = ["TILE_BYTES", "transpose_rows"]
 

@@ -11,7 +11,7 @@ main cost.
 import numpy as np
 from numba import njit
 
-from .jit import JIT_OPTIONS, read_only
+from .._jit import JIT_OPTIONS, read_only
 
 __all__ = ["NEGLIGIBLE_LOGIT", "add_prior_weighted", "compile_prior_pass"]
 

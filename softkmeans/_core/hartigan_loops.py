@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .jit import JIT_OPTIONS, read_only
+from .._jit import JIT_OPTIONS, read_only
 
 __all__ = ["add_to_clusters", "compile_local_search", "hartigan_visits"]
 

@@ -1,4 +1,7 @@
-"""How the numba engine's kernels are compiled: the options every kernel shares.
+"""How softkmeans' numba kernels are compiled: the options every kernel shares.
+
+The numba engine's passes (:mod:`softkmeans._engines._numba`) and the compiled
+loops of :mod:`softkmeans._core` (the local search, the prior pass) use them.
 
 Kernels are compiled on their first call in the process and kept in numba's
 on-disk cache where numba has a writable directory for it (:func:`_can_cache`).
@@ -8,7 +11,7 @@ import warnings
 
 from numba import njit
 
-from ...exceptions import CompilationCacheWarning
+from .exceptions import CompilationCacheWarning
 
 __all__ = ["JIT_OPTIONS", "INNER_JIT_OPTIONS", "read_only"]
 
