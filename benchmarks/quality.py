@@ -56,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans  # noqa: E402
+from softkmeans.diagnostics import critical_sigma  # noqa: E402
 
 Dataset = namedtuple("Dataset", "X y k description")
 
@@ -223,7 +224,7 @@ def sigma_check(X, k, seed, grid_size=None):
         init, _ = kmeans_plusplus(X, k, random_state=seed)
         soft = SoftKMeans(k, init=init, random_state=seed).fit(X)
         hard = KMeans(k, init=init, n_init=1, random_state=seed).fit(X)
-        out = {"sigma_auto": auto.sigma_, "sigma_critical": auto.critical_sigma_,
+        out = {"sigma_auto": auto.sigma_, "sigma_critical": critical_sigma(X),
                "same_start_ratio": distortion(X, soft.cluster_centers_)
                / distortion(X, hard.cluster_centers_)}
         if grid_size:

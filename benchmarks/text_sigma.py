@@ -5,7 +5,7 @@ A synthetic corpus stands in for a TF-IDF matrix (no download): ``n_docs`` docum
 Zipf background plus a boost on 150 words of the document's topic, the lengths are uniform
 in [40, 200). scikit-learn's ``TfidfTransformer`` turns the counts into L2-normalised TF-IDF
 rows (CSR). For ``sigma="auto"`` and for fixed temperatures on a grid of multiples of
-``critical_sigma_``, the script prints the mean largest responsibility, the share of rows
+``critical_sigma``, the script prints the mean largest responsibility, the share of rows
 that are one-hot (within 1e-6), the share whose largest responsibility is below 0.9
 (rows shared between clusters), the number of distinct labels, the ARI against the topics
 and the inertia. Run from the repository root::
@@ -28,6 +28,7 @@ from sklearn.metrics import adjusted_rand_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softkmeans import SoftKMeans  # noqa: E402
+from softkmeans.diagnostics import critical_sigma  # noqa: E402
 from softkmeans.exceptions import CriticalTemperatureWarning  # noqa: E402
 
 RATIOS = (0.5, 0.7, 0.9, 1.0, 1.1, 1.2, 1.3, 1.5)
@@ -70,8 +71,8 @@ def main(argv=None):
     X, topics = make_corpus(n_docs, k, n_words)
     print(f"TF-IDF rows: {X.shape[0]} x {X.shape[1]}, {X.nnz} non-zeros, k = {k}")
     auto = SoftKMeans(k, random_state=0).fit(X)
-    critical = auto.critical_sigma_
-    print(f"critical_sigma_ = {critical:.4f}\n")
+    critical = critical_sigma(X)
+    print(f"critical_sigma = {critical:.4f}\n")
     print(f"{'sigma':<22}{'mean top r':>11}{'one-hot':>9}{'top r < 0.9':>12}{'labels':>8}"
           f"{'ARI':>7}{'inertia':>10}")
     fits = [("auto", auto)]

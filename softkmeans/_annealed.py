@@ -96,8 +96,9 @@ class AnnealedKMeans(BaseSoftKMeans):
         ``sqrt(lambda_max)``.
     max_iter : int, default=150
         Cap on the updates at each temperature and in the polish.
-    init, n_init, tol, random_state, backend, n_threads, verbose
-        As in :class:`SoftKMeans`.
+    init, n_init, tol, random_state, backend, n_threads, verbose, certify
+        As in :class:`SoftKMeans` (``critical_sigma_`` is always set: the
+        schedule starts from it).
     record_path : bool or "centers", default=False
         Keep one trajectory per temperature (and one for the polish) in ``path_``.
 
@@ -185,10 +186,10 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
                  method="softmax", alpha=1.5, schedule="paper",
                  n_temperatures=40, perturbation=1e-3, init="k-means++", n_init="auto",
                  max_iter=150, tol=1e-6, random_state=None, backend="auto", n_threads=None,
-                 verbose=0, record_path=False):
+                 verbose=0, record_path=False, certify=False):
         super().__init__(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                          random_state=random_state, backend=backend, n_threads=n_threads,
-                         verbose=verbose, record_path=record_path)
+                         verbose=verbose, record_path=record_path, certify=certify)
         self.strategy = strategy
         self.max_clusters = max_clusters
         self.method = method

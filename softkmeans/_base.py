@@ -138,11 +138,12 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         "n_threads": N_THREADS_CONSTRAINT,
         "verbose": ["verbose"],
         "record_path": ["boolean", StrOptions({"centers"})],
+        "certify": ["boolean"],
     }
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300,
                  tol=1e-6, random_state=None, backend="auto", n_threads=None, verbose=0,
-                 record_path=False):
+                 record_path=False, certify=False):
         self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
@@ -153,6 +154,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self.n_threads = n_threads
         self.verbose = verbose
         self.record_path = record_path
+        self.certify = certify
 
     # ------------------------------------------------------------------ hooks
     @abstractmethod
@@ -160,8 +162,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         """Resolve data-dependent settings before the runs.
 
         Sets the temperature and ``self._prepared_critical``: ``sqrt(lambda_max)``
-        of the data where the preparation needed it, else None (``critical_sigma_``
-        is then computed on request).
+        of the data where the preparation needed it, else None.
         """
 
     @abstractmethod
@@ -362,62 +363,32 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         self._n_features_out = len(run.centers)
         for name, value in _fitted_diagnostics(engine, run).items():
             setattr(self, name, value)
-        self._critical_sigma = self._prepared_critical
-        self._critical_source = engine if self._critical_sigma is None else None
-        self._bounds, self._bounds_source = None, (engine, run)
+        self.__dict__.pop("critical_sigma_", None)
+        self.__dict__.pop("bounds_", None)
+        if self._prepared_critical is not None:
+            self.critical_sigma_ = self._prepared_critical
+        if self.certify:
+            self._compute_critical_sigma(engine)
+            self.bounds_ = _fitted_certificate(engine, run)
         self._stream = None
         self.__dict__.pop("n_steps_", None)  # of a stream that this fit replaces
         if self.record_path:
             self.path_ = [stage.as_dict() for stage in run.stages]
 
-    @property
-    def bounds_(self):
-        """The :class:`~softkmeans.diagnostics.Certificate` of the fitted centroids.
+    def __getattr__(self, name):
+        """Say how to get the diagnostics that a fit computes only on request."""
+        if name in _ON_REQUEST and "cluster_centers_" in self.__dict__:
+            raise AttributeError(
+                f"This {type(self).__name__} has no {name}: a fit computes it with "
+                f"certify=True (a partial_fit never does); from the training data X, "
+                f"{_ON_REQUEST[name]} gives it.")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-        Computed on first access (three or four passes over the training
-        data, which the model references until then) and kept; a model
-        unpickled before that has none:
-        ``softkmeans.diagnostics.certify(X, model.cluster_centers_, model.sigma_)``
-        gives it from the training data.
-        """
-        if getattr(self, "_bounds", None) is None:
-            source = getattr(self, "_bounds_source", None)
-            if source is None:
-                raise AttributeError(
-                    f"This {type(self).__name__} has no bounds_: it is not fitted, was fitted "
-                    "by partial_fit, or was unpickled before bounds_ was read; "
-                    "softkmeans.diagnostics.certify(X, "
-                    "model.cluster_centers_, model.sigma_) computes it from the training data.")
-            self._bounds, self._bounds_source = _fitted_certificate(*source), None
-        return self._bounds
-
-    @property
-    def critical_sigma_(self):
-        """``sqrt(lambda_max)`` of the training data: above it, softmax centroids collapse.
-
-        Computed on first access (one read of the training data, which the
-        model references until then, or before it is pickled) unless the fit
-        needed it, and kept.
-        """
-        if getattr(self, "_critical_sigma", None) is None:
-            engine = getattr(self, "_critical_source", None)
-            if engine is None:
-                raise AttributeError(
-                    f"This {type(self).__name__} has no critical_sigma_: it is not fitted or "
-                    "was fitted by partial_fit; softkmeans.diagnostics.critical_sigma(X) "
-                    "computes it from the data.")
-            self._critical_sigma = float(np.sqrt(engine.lambda_max()))
-            self._critical_source = None
-        return self._critical_sigma
-
-    def __getstate__(self):
-        """The state to pickle, without the reference to the training data (``bounds_``;
-        ``critical_sigma_`` is computed first)."""
-        if getattr(self, "_critical_source", None) is not None:
-            self.critical_sigma_  # noqa: B018 (computes and keeps it)
-        state = dict(super().__getstate__())
-        state["_bounds_source"] = None
-        return state
+    def _compute_critical_sigma(self, engine):
+        """``critical_sigma_``, read from the training data unless the fit already did."""
+        if "critical_sigma_" not in self.__dict__:
+            self.critical_sigma_ = float(np.sqrt(engine.lambda_max()))
+        return self.critical_sigma_
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit, then return the index of the nearest centroid of each sample.
@@ -635,10 +606,11 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
 
     def __init__(self, n_clusters=8, *, sigma="auto", init="k-means++", n_init="auto",
                  max_iter=300, tol=1e-4, random_state=None, backend="auto", n_threads=None,
-                 verbose=0, record_path=False, decay=1.0, reassignment_ratio=0.01):
+                 verbose=0, record_path=False, certify=False, decay=1.0,
+                 reassignment_ratio=0.01):
         super().__init__(n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
                          random_state=random_state, backend=backend, n_threads=n_threads,
-                         verbose=verbose, record_path=record_path)
+                         verbose=verbose, record_path=record_path, certify=certify)
         self.sigma = sigma
         self.decay = decay
         self.reassignment_ratio = reassignment_ratio
@@ -703,7 +675,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         # lambda_max is read only where its lower bound from the last pass leaves a doubt
         floor = np.sqrt(lambda_max_floor(run.stats.sums, run.stats.masses))
         if (collapse_matters and self.sigma_ >= _NEAR_CRITICAL * floor
-                and self.critical_sigma_ > 0
+                and self._compute_critical_sigma(engine) > 0
                 and self.sigma_ >= _NEAR_CRITICAL * self.critical_sigma_):
             where = "above" if self.sigma_ > self.critical_sigma_ else "within 10% of"
             # no numbers in the text: a search over sigma shows it once, not once per fit
@@ -836,12 +808,16 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         self.n_reassigned_ = stream.n_reseeded
         self._n_features_out = self.n_clusters
         self._fitted_parameters = self._model_parameters()
-        self._bounds, self._bounds_source = None, None
 
 
+#: Fitted attributes that read the training data again, set by ``certify=True``, and how a
+#: user computes them from X otherwise.
+_ON_REQUEST = {
+    "critical_sigma_": "softkmeans.diagnostics.critical_sigma(X)",
+    "bounds_": "softkmeans.diagnostics.certify(X, model.cluster_centers_, model.sigma_)",
+}
 #: What :meth:`BaseSoftKMeans.fit` derives from the whole training set, which
 #: :meth:`FixedTemperatureKMeans.partial_fit` does not keep.
 _FIT_ONLY_ATTRIBUTES = ("labels_", "inertia_", "n_iter_", "converged_", "objective_", "margins_",
-                        "margin_min_", "identification_sigma_", "_critical_sigma",
-                        "_critical_source", "beta_",
-                        "gap_", "n_unidentified_", "path_")
+                        "margin_min_", "identification_sigma_", "critical_sigma_", "beta_",
+                        "gap_", "bounds_", "n_unidentified_", "path_")

@@ -128,7 +128,7 @@ def _exactness(file):
 def _critical(random_state, file):
     """Case 4: the fits, and the warning, as sigma approaches the critical temperature."""
     X, _ = _overlap()
-    critical = SoftKMeans(2, random_state=random_state).fit(X).critical_sigma_
+    critical = SoftKMeans(2, random_state=random_state, certify=True).fit(X).critical_sigma_
     _say(file,
          "4. A warning near the critical temperature",
          f"   The data of case 2; critical temperature sqrt(lambda_max) = {critical:.3f}.",

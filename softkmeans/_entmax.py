@@ -41,8 +41,8 @@ class EntmaxKMeans(FixedTemperatureKMeans):
         onto the batch's observation farthest from its nearest centroid, or
         stays. ``reassignment_ratio`` may still move it once the run has
         converged: set it to 0 to keep every centroid where the updates leave it.
-    init, n_init, max_iter, tol, random_state, backend, n_threads, verbose, record_path, decay, \
-reassignment_ratio
+    init, n_init, max_iter, tol, random_state, backend, n_threads, verbose, record_path, \
+certify, decay, reassignment_ratio
         As in :class:`SoftKMeans` (the objective is ``F^alpha_sigma``).
 
     Attributes
@@ -86,12 +86,12 @@ n_steps_, n_reassigned_
 
     def __init__(self, n_clusters=8, *, sigma="auto", alpha=1.5, empty_cluster="reseed",
                  init="k-means++", n_init="auto", max_iter=300, tol=1e-4, random_state=None,
-                 backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0,
-                 reassignment_ratio=0.01):
+                 backend="auto", n_threads=None, verbose=0, record_path=False,
+                 certify=False, decay=1.0, reassignment_ratio=0.01):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
                          backend=backend, n_threads=n_threads, verbose=verbose,
-                         record_path=record_path, decay=decay,
+                         record_path=record_path, certify=certify, decay=decay,
                          reassignment_ratio=reassignment_ratio)
         self.alpha = alpha
         self.empty_cluster = empty_cluster

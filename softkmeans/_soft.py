@@ -102,6 +102,13 @@ class SoftKMeans(FixedTemperatureKMeans):
         Keep the per-iteration objective, distortion, step, number of label
         changes and sufficient-decrease bound in ``path_`` (and the iterates
         when ``"centers"``).
+    certify : bool, default=False
+        Also compute ``critical_sigma_`` and ``bounds_`` at the end of
+        :meth:`fit`: a read of the training data for ``lambda_max`` and three
+        or four passes over it for the certificate. Without it the fitted model
+        has them only where the fit computed them anyway, and
+        :mod:`softkmeans.diagnostics` gives them from X. The fitted model keeps
+        no reference to the training data either way.
     decay : float, default=1.0
         Forgetting factor of :meth:`partial_fit`, in ``[0, 1]``: before a batch
         is added, the running statistics of the earlier ones are multiplied by
@@ -152,8 +159,10 @@ class SoftKMeans(FixedTemperatureKMeans):
         assignments at ``cluster_centers_`` are exactly hard.
     critical_sigma_ : float
         ``sqrt(lambda_max)`` of the data covariance; above it the softmax
-        centroids collapse to the data mean (a warning says so). Computed when
-        first read.
+        centroids collapse to the data mean (a warning says so). Set with
+        ``certify=True``, and by fits that read it anyway: ``sigma_`` close
+        enough to it for the warning's check, or a ``sigma="auto"`` start with
+        every observation on a starting centroid.
     beta_ : float
         ``margin_min_ / (2 sigma_^2)``, the exponent of the paper's rates.
     gap_ : float
@@ -161,6 +170,7 @@ class SoftKMeans(FixedTemperatureKMeans):
     bounds_ : Certificate
         Every bound of the paper evaluated at ``cluster_centers_``, with its
         tolerance and whether it holds (see :func:`softkmeans.diagnostics.certify`).
+        Set with ``certify=True``.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -200,12 +210,12 @@ class SoftKMeans(FixedTemperatureKMeans):
 
     def __init__(self, n_clusters=8, *, sigma="auto", algorithm="alternating",
                  init="k-means++", n_init="auto", max_iter=300, tol=1e-4, random_state=None,
-                 backend="auto", n_threads=None, verbose=0, record_path=False, decay=1.0,
-                 reassignment_ratio=0.01):
+                 backend="auto", n_threads=None, verbose=0, record_path=False,
+                 certify=False, decay=1.0, reassignment_ratio=0.01):
         super().__init__(n_clusters, sigma=sigma, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state,
                          backend=backend, n_threads=n_threads, verbose=verbose,
-                         record_path=record_path, decay=decay,
+                         record_path=record_path, certify=certify, decay=decay,
                          reassignment_ratio=reassignment_ratio)
         self.algorithm = algorithm
 

@@ -316,7 +316,7 @@ def test_unidentified_count_is_a_weight_sum_like_the_bounds(data):
 def _fit(cls, X, n_clusters=3, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("error", CriticalTemperatureWarning)
-        return cls(n_clusters, random_state=0, backend="numpy", **kwargs).fit(X)
+        return cls(n_clusters, random_state=0, backend="numpy", certify=True, **kwargs).fit(X)
 
 
 @pytest.mark.parametrize(("cls", "kwargs"), [
@@ -405,7 +405,8 @@ def test_tolerances_follow_the_precision_of_the_engine(backend, layout):
     row = cert["centroid_map_softmax"]
     max_norm = np.linalg.norm(X.astype(np.float32).astype(float), axis=1).max()
     assert row.tolerance == pytest.approx(bounds.tol_centroid(300, 3, max_norm, unit=unit))
-    assert SoftKMeans(3, sigma=0.3, random_state=0, backend=backend).fit(X32).bounds_.all_hold
+    model = SoftKMeans(3, sigma=0.3, random_state=0, backend=backend, certify=True).fit(X32)
+    assert model.bounds_.all_hold
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
@@ -453,7 +454,7 @@ def test_one_centroid_identifies_every_observation(data):
     assert unidentified_count(X, center, sigma=10.0, sample_weight=weights) == 0
     assert identification_sigma(X, center) == np.inf
     assert np.all(identification_sigma(X, center, per_sample=True) == np.inf)
-    model = EntmaxKMeans(1, sigma=10.0).fit(X, sample_weight=weights)
+    model = EntmaxKMeans(1, sigma=10.0, certify=True).fit(X, sample_weight=weights)
     assert np.all(model.predict_proba(X) == 1.0)
     assert model.n_unidentified_ == 0 and model.identification_sigma_ == np.inf
     assert model.bounds_.all_hold
@@ -466,7 +467,7 @@ def test_critical_sigma_of_zero_covariance_in_many_dimensions(sparse):
     assert critical_sigma(sp.csr_matrix(one_row) if sparse else one_row) == 0.0
     X = np.random.RandomState(0).normal(size=(5, 600))
     assert critical_sigma(X, sample_weight=[1, 0, 0, 0, 0]) == 0.0
-    assert SoftKMeans(1, sigma=1.0).fit(one_row).critical_sigma_ == 0.0
+    assert SoftKMeans(1, sigma=1.0, certify=True).fit(one_row).critical_sigma_ == 0.0
 
 
 @pytest.mark.parametrize(("scale", "match"), [(1e155, "too large"), (1e-170, "too small")])
@@ -500,7 +501,7 @@ def test_certificate_objects_reject_an_unknown_relation_and_frame_when_empty():
 def test_a_fitted_certificate_holds_the_rows_of_its_relaxation_in_words(data, Estimator, kind):
     from softkmeans._core.bounds import MEANINGS
 
-    model = Estimator(3, sigma=0.4, random_state=0).fit(data[0])
+    model = Estimator(3, sigma=0.4, random_state=0, certify=True).fit(data[0])
     names = [check.name for check in model.bounds_]
     assert names and all(MEANINGS[name][0] in (kind, "both") for name in names)
     assert ("ordering_F_sigma_le_F_alpha" in names) == (kind == "entmax")

@@ -491,7 +491,8 @@ def test_diagnostics_of_extreme_weight_ratios_and_temperatures(cls, blobs):
     X, _, _ = blobs
     weights = np.ones(len(X))
     weights[0] = 1e30
-    model = cls(3, sigma=1e-150, random_state=0, backend="numpy").fit(X, sample_weight=weights)
+    model = cls(3, sigma=1e-150, random_state=0, backend="numpy", certify=True).fit(
+        X, sample_weight=weights)
     constants = model.bounds_.constants
     assert not any(np.isnan(value) for value in constants.values() if np.isscalar(value))
     assert constants["L"] == 0.0 and constants["eps"] == 0.0  # q' underflows to 0

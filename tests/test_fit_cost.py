@@ -4,11 +4,13 @@ import pickle
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from softkmeans import EntmaxKMeans, SoftKMeans
+from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 from softkmeans._core.temperature import lambda_max, lambda_max_floor
 from softkmeans._engines._numba.engine import NumbaEngine
-from softkmeans.diagnostics import Certificate, certify, critical_sigma
+from softkmeans.diagnostics import certify, critical_sigma
+from softkmeans.exceptions import CriticalTemperatureWarning
 
 
 @pytest.fixture
@@ -49,17 +51,20 @@ def test_float32_statistics_are_those_of_the_stored_centroids(blobs, Estimator):
     np.testing.assert_array_equal(model.margins_, stats.margins)
 
 
-def test_critical_sigma_is_computed_when_read_and_kept_by_pickling(blobs):
+def test_critical_sigma_is_set_by_certify_or_by_the_fits_that_read_it(blobs):
     X, centers = blobs
-    model = SoftKMeans(4, sigma=0.5, init=centers).fit(X)
-    assert model._critical_sigma is None
-    pickled = pickle.loads(pickle.dumps(model))  # computed for the pickle
-    assert model._critical_source is None
-    assert pickled.critical_sigma_ == model.critical_sigma_ == critical_sigma(X)
-    fresh = SoftKMeans(4, sigma=0.5, init=centers).fit(X)
-    assert fresh.critical_sigma_ == critical_sigma(X) and fresh._critical_source is None
-    with pytest.raises(AttributeError, match="critical_sigma"):
-        assert SoftKMeans(4).critical_sigma_ is None  # raises
+    plain = SoftKMeans(4, sigma=0.5, init=centers).fit(X)
+    with pytest.raises(AttributeError, match=r"certify=True.*critical_sigma\(X\)"):
+        plain.critical_sigma_  # noqa: B018
+    certified = SoftKMeans(4, sigma=0.5, init=centers, certify=True).fit(X)
+    assert certified.critical_sigma_ == critical_sigma(X)
+    with pytest.warns(CriticalTemperatureWarning):  # the warning's check reads it
+        hot = SoftKMeans(4, sigma=2 * critical_sigma(X), init=centers).fit(X)
+    assert hot.critical_sigma_ == critical_sigma(X)
+    assert AnnealedKMeans(4, random_state=0).fit(X).critical_sigma_ == critical_sigma(X)
+    with pytest.raises(AttributeError, match="critical_sigma_") as raised:
+        SoftKMeans(4).critical_sigma_  # noqa: B018
+    assert "certify" not in str(raised.value)  # not fitted: the plain message
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -84,32 +89,53 @@ def test_the_floor_of_lambda_max_from_a_pass_lies_below_it(seed):
     assert B > 0.0
 
 
-def test_bounds_are_computed_on_first_access_as_certify_computes_them(blobs):
+def test_bounds_with_certify_are_what_certify_computes(blobs):
     X, centers = blobs
-    model = EntmaxKMeans(4, sigma=0.5, init=centers, random_state=0).fit(X)
-    assert model._bounds is None
+    model = EntmaxKMeans(4, sigma=0.5, init=centers, random_state=0, certify=True).fit(X)
     bounds = model.bounds_
-    assert isinstance(bounds, Certificate) and model.bounds_ is bounds
-    assert model._bounds_source is None  # the training data are no longer referenced
     expected = certify(X, model.cluster_centers_, model.sigma_, model.alpha)
     expected = expected.for_relaxation("entmax")
     assert [row.name for row in bounds] == [row.name for row in expected]
     for got, want in zip(bounds, expected, strict=True):
         assert got.observed == pytest.approx(want.observed, rel=1e-9, abs=1e-12), got.name
     assert bounds.all_hold == expected.all_hold
+    with pytest.raises(AttributeError, match=r"certify=True.*certify\(X, model"):
+        EntmaxKMeans(4, sigma=0.5, init=centers).fit(X).bounds_  # noqa: B018
+    refit = model.set_params(certify=False).fit(X)
+    assert not hasattr(refit, "bounds_") and not hasattr(refit, "critical_sigma_")
 
 
-def test_a_pickled_model_keeps_no_training_data(blobs):
-    X, centers = blobs
-    model = SoftKMeans(4, sigma=0.5, init=centers).fit(X)
-    fresh = pickle.loads(pickle.dumps(model))
-    assert model._bounds_source is not None  # pickling does not drop it from the model
-    with pytest.raises(AttributeError, match="certify"):
-        assert fresh.bounds_ is None  # raises
-    read = model.bounds_
-    assert pickle.loads(pickle.dumps(model)).bounds_.all_hold == read.all_hold
-    with pytest.raises(AttributeError):
-        assert SoftKMeans(4).bounds_ is None  # raises
+def _arrays_reachable_from(root):
+    """Every numpy array and scipy sparse matrix in ``root``'s object graph."""
+    import gc
+
+    seen, stack, found = set(), [root], []
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, str, bytes, int, float)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray) or sp.issparse(obj):
+            found.append(obj)
+        stack.extend(gc.get_referents(obj))
+    return found
+
+
+@pytest.mark.parametrize("Estimator", [SoftKMeans, EntmaxKMeans, AnnealedKMeans])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("certified", [False, True])
+def test_a_fitted_model_holds_no_training_data(blobs, Estimator, sparse, certified):
+    """Nothing of X's size is reachable from the model or in its pickle, per-sample results
+    (``labels_``, ``margins_``) aside."""
+    X, _ = blobs
+    X = np.hstack([X, X[:, ::-1]])  # 4 features: X's size is 4 per-sample results
+    X = sp.csr_matrix(X) if sparse else X
+    model = Estimator(4, random_state=0, certify=certified).fit(X)
+    per_sample = X.shape[0]
+    for array in _arrays_reachable_from(model):
+        size = array.nnz if sp.issparse(array) else array.size
+        assert size <= per_sample, (type(array), array.shape)
+    assert len(pickle.dumps(model)) < 3 * 8 * per_sample + 20_000
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -159,7 +185,7 @@ def test_a_failed_refit_keeps_the_critical_temperature_of_the_fitted_data():
             raise RuntimeError("no start")
         return data[:k]
 
-    model = SoftKMeans(2, sigma=0.5, init=init, n_init=2).fit(X)
+    model = SoftKMeans(2, sigma=0.5, init=init, n_init=2, certify=True).fit(X)
     with pytest.raises(RuntimeError, match="no start"):
         model.fit(10 * X)
     assert model.critical_sigma_ == critical_sigma(X)

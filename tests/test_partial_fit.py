@@ -102,6 +102,7 @@ def test_partial_fit_after_fit_continues_and_drops_the_fit_attributes():
         assert not hasattr(model, name)
     with pytest.raises(AttributeError, match="partial_fit"):
         model.bounds_  # noqa: B018
+    assert not hasattr(model, "critical_sigma_")
     assert model.predict(X).shape == (len(X),)
 
 

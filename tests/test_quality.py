@@ -64,7 +64,7 @@ def test_sigma_auto_keeps_the_distortion_of_lloyd_from_the_same_start(Estimator)
     X = StandardScaler().fit_transform(load_digits().data)
     init, _ = kmeans_plusplus(X, 10, random_state=0)
     lloyd = KMeans(10, init=init, n_init=1).fit(X)
-    model = Estimator(10, init=init).fit(X)
+    model = Estimator(10, init=init, certify=True).fit(X)
     assert model.inertia_ <= 1.01 * lloyd.inertia_
     assert model.sigma_ < 0.9 * model.critical_sigma_
 

@@ -21,8 +21,7 @@ __all__ = ["fit_blocks", "map_rows", "weighted_mean"]
 
 #: Fitted attributes an inference task does not need (per-row results of the fit, and the
 #: feature names, which are checked once on the collection).
-_NOT_FOR_INFERENCE = ("labels_", "margins_", "path_", "_bounds", "_bounds_source",
-                      "_critical_source", "_stream", "feature_names_in_")
+_NOT_FOR_INFERENCE = ("labels_", "margins_", "path_", "bounds_", "_stream", "feature_names_in_")
 
 
 def fit_blocks(estimator, X, sample_weight):
@@ -53,7 +52,7 @@ def map_rows(estimator, method, X):
     """
     check_is_fitted(estimator)
     X = _validated(estimator, X, reset=False)
-    # not copy.copy: pickling's state would compute what inference does not need
+    # a shallow copy without the per-row results, which tasks need not carry
     model = type(estimator).__new__(type(estimator))
     model.__dict__.update((name, value) for name, value in estimator.__dict__.items()
                           if name not in _NOT_FOR_INFERENCE)
