@@ -200,3 +200,24 @@ def test_entmax_entries_below_the_rounding_of_one_keep_their_mass():
                .fit(X).cluster_centers_ for backend in ("numpy", "numba")]
     np.testing.assert_allclose(centers[0], centers[1], rtol=1e-6)
     assert abs(centers[0][1, 0]) < 1e-12  # moved to its rows' weighted mean, not reseeded
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_seeding_draws_the_rows_of_the_public_kmeans_plusplus(dtype, sparse):
+    from sklearn.cluster import kmeans_plusplus
+
+    from softkmeans._engines import _in_memory
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5)).astype(dtype)
+    X[rng.uniform(size=X.shape) < 0.5] = 0
+    X = sp.csr_matrix(X) if sparse else X
+    weights = rng.uniform(0.1, 1.0, 400)
+    norms = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sparse else (X**2).sum(axis=1)
+    norms = norms.astype(dtype)
+    expected = kmeans_plusplus(X, 7, sample_weight=weights, x_squared_norms=norms,
+                               random_state=np.random.RandomState(3))[1]
+    assert _in_memory._unvalidated is not None  # this scikit-learn's unvalidated seeding
+    rows = _in_memory.kmeans_plusplus_rows(X, 7, weights, norms, np.random.RandomState(3))
+    np.testing.assert_array_equal(rows, expected)

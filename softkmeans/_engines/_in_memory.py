@@ -7,15 +7,42 @@ CSR, or CuPy with host copies) computes them as here; a blockwise engine
 (:class:`softkmeans._dask.engine.BlockwiseEngine`) reduces them over its blocks.
 """
 
+import inspect
+
 import numpy as np
-from sklearn.cluster import kmeans_plusplus
+from sklearn.cluster import _kmeans, kmeans_plusplus
 
 from .._core.responsibilities import RelaxationSpec
 from .._core.temperature import exact_zero_distances, lambda_max
 
-__all__ = ["InMemorySteps"]
+__all__ = ["InMemorySteps", "kmeans_plusplus_rows"]
 
 _HARD = RelaxationSpec("hard")
+
+#: The parameters of scikit-learn's unvalidated k-means++ that :func:`kmeans_plusplus_rows`
+#: calls; another signature (another scikit-learn) falls back to the public function.
+_UNVALIDATED_PARAMETERS = ("X", "n_clusters", "x_squared_norms", "sample_weight", "random_state",
+                           "n_local_trials")
+_unvalidated = getattr(_kmeans, "_kmeans_plusplus", None)
+if _unvalidated is None or tuple(
+        inspect.signature(_unvalidated).parameters) != _UNVALIDATED_PARAMETERS:
+    _unvalidated = None
+
+
+def kmeans_plusplus_rows(X, n_clusters, sample_weight, x_squared_norms, random_state):
+    """Rows of ``X`` that scikit-learn's :func:`~sklearn.cluster.kmeans_plusplus` draws.
+
+    ``X`` is validated (float32 or float64, C-contiguous or CSR) and
+    ``x_squared_norms`` in its dtype; ``random_state`` is a ``RandomState``.
+    The draws are the public function's, without its validation of the inputs
+    (a fixed cost that is most of a fit's on small data), as ``KMeans`` itself
+    seeds.
+    """
+    if _unvalidated is None:
+        return kmeans_plusplus(X, n_clusters, sample_weight=sample_weight,
+                               x_squared_norms=x_squared_norms, random_state=random_state)[1]
+    weights = np.asarray(sample_weight, dtype=X.dtype)  # as the public function converts them
+    return _unvalidated(X, n_clusters, x_squared_norms, weights, random_state)[1]
 
 
 class InMemorySteps:
@@ -57,9 +84,8 @@ class InMemorySteps:
         else:
             shift = self.distance_shift
             data = self.X if shift is None else self.X - shift.astype(self.X.dtype)
-            _, rows = kmeans_plusplus(data, n_clusters, sample_weight=weights,
-                                      x_squared_norms=self.distance_norms().astype(self.X.dtype),
-                                      random_state=rng)
+            rows = kmeans_plusplus_rows(data, n_clusters, weights,
+                                        self.distance_norms().astype(self.X.dtype), rng)
         return np.vstack([self.row(i) for i in rows])
 
     def top_rows(self, scores, count):
