@@ -174,6 +174,8 @@ class NumbaEngine(InMemorySteps):
         self._shift = None if sp.issparse(X) else centering_shift(X)
         self._shifted_x_sq = None  # ||x_i - shift||^2, made on the first pass (by the kernels)
         self._reference_engine = None
+        self._data = None  # what the kernels read of X, made on the first pass
+        self._layouts = {}  # (n_clusters, n_features) -> how a pass of that shape splits
 
     def _sq_norms(self, X, shift=None):
         """``||x_i - shift||^2`` in float64; by the kernels for dense X (no copy of X)."""
@@ -262,37 +264,57 @@ class NumbaEngine(InMemorySteps):
         margins = np.empty(n)
         dmin = np.empty(n)
         k, n_features = centers.shape
-        n_slots, slot_chunks, rows = self._slots(k, n_features)
-        n_threads = min(self._threads,
-                        1 + self._work(k) // WORK_PER_THREAD)
+        n_slots, n_threads, layout = self._layout(k, n_features)
         sums, masses, scalars = _accumulators(n_slots, k, n_features)
         accumulators = SlotSums(sums, masses, scalars)
         outputs = RowOutputs(labels, margins, dmin, out)
         kind, tau, alpha = KINDS[spec.kind], spec.tau, float(spec.alpha)
+        data = self._kernel_inputs()
         with blas_at_one_thread():
             if sp.issparse(X):
-                data = CsrData(*self._csr_arrays, self._kernel_weights, self.x_sq)
                 centroids = CsrCentroids(np.ascontiguousarray(centers.T), c_sq)
                 pass_spec = PassSpec(kind, tau, alpha, 0.0, with_sums, out_mode)
-                layout = PassLayout(rows, slot_chunks, k, False)
                 kernel = csr_pass
             else:
-                chunk, step, transposes = pass_layout(k, n_features, X.dtype, blocked_products())
-                shift, x_sq = self._kernel_data()
-                data = DenseData(X, shift, self._kernel_weights, x_sq)
                 centroids = DenseCentroids(centers.astype(X.dtype), c_sq,
                                            first_equal_rows(centers, c_sq))
                 pass_spec = PassSpec(kind, tau, alpha, dense_inverse(tau, X.dtype), with_sums,
                                      out_mode)
-                layout = PassLayout(chunk, slot_chunks, step, transposes)
                 kernel = dense_pass
             run_in_threads(kernel, n_slots, n_threads, data, centroids, pass_spec, layout,
                            outputs, accumulators)
         # the slots in slot order: the same sums whatever the number of threads
         sums, masses, scalars = (a[:, :size].sum(axis=0) for a, size in
                                  ((sums, k), (masses, k), (scalars, 3)))
-        sums, masses, scalars = (a * self._weight_scale for a in (sums, masses, scalars))
+        if self._weight_scale != 1.0:
+            sums, masses, scalars = (a * self._weight_scale for a in (sums, masses, scalars))
         return sums, masses, scalars, labels, margins, dmin
+
+    def _layout(self, n_clusters, n_features):
+        """``(n_slots, n_threads, PassLayout)`` of a pass with centroids of this shape
+        (:meth:`_slots`, :func:`.layout.pass_layout`), made once per shape."""
+        key = (n_clusters, n_features)
+        if key not in self._layouts:
+            n_slots, slot_chunks, rows = self._slots(n_clusters, n_features)
+            n_threads = min(self._threads, 1 + self._work(n_clusters) // WORK_PER_THREAD)
+            if sp.issparse(self.X):
+                layout = PassLayout(rows, slot_chunks, n_clusters, False)
+            else:
+                chunk, step, transposes = pass_layout(n_clusters, n_features, self.X.dtype,
+                                                      blocked_products())
+                layout = PassLayout(chunk, slot_chunks, step, transposes)
+            self._layouts[key] = n_slots, n_threads, layout
+        return self._layouts[key]
+
+    def _kernel_inputs(self):
+        """What the pass kernels read of X (:class:`.kernels.DenseData` or ``CsrData``)."""
+        if self._data is None:
+            if sp.issparse(self.X):
+                self._data = CsrData(*self._csr_arrays, self._kernel_weights, self.x_sq)
+            else:
+                shift, x_sq = self._kernel_data()
+                self._data = DenseData(self.X, shift, self._kernel_weights, x_sq)
+        return self._data
 
     def estep(self, centers, spec, with_sums=True):
         """One pass (:meth:`softkmeans._engines._contract.Engine.estep`)."""
@@ -347,7 +369,7 @@ class NumbaEngine(InMemorySteps):
         are copies of that block's entries only.
         """
         view = copy.copy(self)
-        view._reference_engine = None
+        view._reference_engine, view._data, view._layouts = None, None, {}
         view.X = self.X[rows]
         if sp.issparse(self.X):
             view._csr_arrays = tuple(read_only(a) for a in
