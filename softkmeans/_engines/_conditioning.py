@@ -52,10 +52,15 @@ def centering_shift(X):
     """
     if X.shape[0] == 0:
         return None
-    sample = np.asarray(to_numpy(X[::max(1, X.shape[0] // CENTERING_SAMPLE), :]), dtype=np.float64)
+    sample = to_numpy(X[::max(1, X.shape[0] // CENTERING_SAMPLE), :])
     with np.errstate(over="ignore", invalid="ignore"):  # data too large: the engine refuses them
-        shift = sample.mean(axis=0).astype(host_dtype(X.dtype)).astype(np.float64)
-        spread = float(np.mean(np.einsum("ij,ij->i", sample - shift, sample - shift)))
+        mean = sample.mean(axis=0, dtype=np.float64)
+        shift = mean.astype(host_dtype(X.dtype)).astype(np.float64)
+        # the mean of ||x - shift||^2, expanded so that no temporary of the sample's size is
+        # made (fresh memory is slow to touch); its rounding, about u times the squared
+        # norms, matters only for data far off the origin, which the test centres anyway
+        sq_norms = np.einsum("ij,ij->i", sample, sample, dtype=np.float64)
+        spread = float(sq_norms.mean() - 2.0 * (mean @ shift) + shift @ shift)
         far = bool(shift @ shift > CENTERING_RATIO * spread)
     return shift if far and np.isfinite(spread) else None
 
