@@ -696,8 +696,8 @@ def _fitted_diagnostics(engine, run):
     """The diagnostic attributes of a fitted estimator, from its final run's statistics.
 
     No pass over the data, except after annealing (one pass for ``gap_`` at
-    the final temperature); the certificate is :func:`_fitted_certificate`,
-    on request.
+    the final temperature); the certificate is :func:`_fitted_certificate`, with
+    ``certify=True``.
 
     Parameters
     ----------
