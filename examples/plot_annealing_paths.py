@@ -10,20 +10,24 @@ Lloyd's algorithm reaches from the same k-means++ start; on ambiguous data the
 annealed endpoint can have a lower distortion ``J``.
 """
 
-import os
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 from softkmeans import AnnealedKMeans
 from softkmeans.datasets import PLANAR, load
 
-SMALL = os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1"
-N_TEMPERATURES = 8 if SMALL else 40
+N_SAMPLES, N_TEMPERATURES = 300, 40
+# sphinx_gallery_start_ignore
+# The tests run every example at a small size.
+import os  # noqa: E402
+
+if os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1":
+    N_SAMPLES, N_TEMPERATURES = 100, 8
+# sphinx_gallery_end_ignore
 
 fig, axes = plt.subplots(1, len(PLANAR), figsize=(4 * len(PLANAR), 4))
 for ax, name in zip(axes, PLANAR, strict=True):
-    X, k = load(name, n_samples=100 if SMALL else 300)
+    X, k = load(name, n_samples=N_SAMPLES)
     model = AnnealedKMeans(n_clusters=k, strategy="paper", n_temperatures=N_TEMPERATURES,
                            random_state=0, record_path="centers").fit(X)
     lloyd = AnnealedKMeans(n_clusters=k, strategy="paper", schedule=[1e-12], random_state=0).fit(X)

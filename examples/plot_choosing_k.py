@@ -12,21 +12,27 @@ it lasts. Right: the polished distortion ``J``, the ICL and the BIC against
 ``k``. The data are seven blobs of unequal sizes.
 """
 
-import os
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 from softkmeans import AnnealedKMeans
 from softkmeans.plotting import plot_cluster_path
 
-SMALL = os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1"
+MAX_SIZE, MAX_CLUSTERS = 300, 14
+# sphinx_gallery_start_ignore
+# The tests run every example at a small size.
+import os  # noqa: E402
+
+if os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1":
+    MAX_SIZE, MAX_CLUSTERS = 60, 8
+# sphinx_gallery_end_ignore
+
 rng = np.random.default_rng(0)
 centres = np.array([[0, 0], [6, 0], [0, 6], [6, 6], [12, 3], [3, 12], [12, 12]], dtype=float)
-sizes = rng.integers(20, 60 if SMALL else 300, len(centres))
+sizes = rng.integers(20, MAX_SIZE, len(centres))
 X = np.vstack([c + rng.standard_normal((n, 2)) for c, n in zip(centres, sizes, strict=True)])
 
-model = AnnealedKMeans(n_clusters="auto", max_clusters=8 if SMALL else 14).fit(X)
+model = AnnealedKMeans(n_clusters="auto", max_clusters=MAX_CLUSTERS).fit(X)
 print(f"chosen number of clusters: {model.n_clusters_}")
 
 axes = plot_cluster_path(model)

@@ -15,7 +15,6 @@ for the clusters that merged), and their low score is what the search should see
 the example silences those warnings.
 """
 
-import os
 import warnings
 
 import matplotlib.pyplot as plt
@@ -27,9 +26,17 @@ from sklearn.model_selection import GridSearchCV
 from softkmeans import SoftKMeans
 from softkmeans.exceptions import CriticalTemperatureWarning
 
-SMALL = os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1"
-X, _ = make_blobs(n_samples=150 if SMALL else 600, centers=4, cluster_std=0.5, random_state=0)
-sigmas = np.geomspace(0.05, 5.0, 8 if SMALL else 25)
+N_SAMPLES, N_SIGMAS = 600, 25
+# sphinx_gallery_start_ignore
+# The tests run every example at a small size.
+import os  # noqa: E402
+
+if os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1":
+    N_SAMPLES, N_SIGMAS = 150, 8
+# sphinx_gallery_end_ignore
+
+X, _ = make_blobs(n_samples=N_SAMPLES, centers=4, cluster_std=0.5, random_state=0)
+sigmas = np.geomspace(0.05, 5.0, N_SIGMAS)
 
 search = GridSearchCV(SoftKMeans(n_clusters=4, random_state=0), {"sigma": sigmas}, cv=3)
 with warnings.catch_warnings():

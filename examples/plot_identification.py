@@ -13,7 +13,6 @@ that point exactly in place). A single update is what the figure measures, so th
 fits stop at ``max_iter=1`` and their ``ConvergenceWarning`` is silenced.
 """
 
-import os
 import warnings
 
 import matplotlib.pyplot as plt
@@ -23,14 +22,22 @@ from sklearn.exceptions import ConvergenceWarning
 from softkmeans import EntmaxKMeans, SoftKMeans
 from softkmeans.datasets import load
 
-SMALL = os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1"
+N_RATIOS = 60
+# sphinx_gallery_start_ignore
+# The tests run every example at a small size.
+import os  # noqa: E402
+
+if os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1":
+    N_RATIOS = 12
+# sphinx_gallery_end_ignore
+
 X, k = load("iris")
 hard = EntmaxKMeans(n_clusters=k, sigma=1e-6, random_state=0).fit(X)  # Lloyd's fixed point
 centers, margin = hard.cluster_centers_, hard.margin_min_
 sigma_id = np.sqrt(margin) / 2
 onehot = np.eye(k)[hard.labels_]
 
-ratios = np.geomspace(0.3, 3.0, 12 if SMALL else 60)
+ratios = np.geomspace(0.3, 3.0, N_RATIOS)
 errors = {"softmax": [], "entmax-1.5": []}
 for ratio in ratios:
     for name, cls in (("softmax", SoftKMeans), ("entmax-1.5", EntmaxKMeans)):

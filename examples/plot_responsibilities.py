@@ -17,8 +17,6 @@ assignments and blends are soft ones.
   (:func:`softkmeans.diagnostics.unidentified_count` counts them in a data set).
 """
 
-import os
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -68,5 +66,13 @@ def make_figure(resolution=150):
 
 
 if __name__ == "__main__":
-    make_figure(12 if os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1" else 150)
+    resolution = 150  # points per side of the plane
+    # sphinx_gallery_start_ignore
+    # The tests run every example at a small size.
+    import os
+
+    if os.environ.get("SOFTKMEANS_EXAMPLE_SMALL") == "1":
+        resolution = 12
+    # sphinx_gallery_end_ignore
+    make_figure(resolution)
     plt.show()

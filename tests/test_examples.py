@@ -1,6 +1,7 @@
 """Run every gallery script at a small size so that none rots."""
 
 import os
+import re
 import runpy
 from pathlib import Path
 
@@ -30,3 +31,12 @@ def test_example_runs(path, monkeypatch, tmp_path):
 def test_examples_exist():
     assert len(EXAMPLES) >= 3
     assert os.path.isdir(EXAMPLES[0].parent)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_gallery_pages_hide_the_small_size(path):
+    """The tests' small size is set in blocks that sphinx-gallery leaves off the page."""
+    shown = re.sub(r"# sphinx_gallery_start_ignore.*?# sphinx_gallery_end_ignore", "",
+                   path.read_text(), flags=re.S)
+    assert "SOFTKMEANS_EXAMPLE_SMALL" not in shown
+    assert "SMALL" not in shown
