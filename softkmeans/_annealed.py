@@ -9,8 +9,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._base import BaseSoftKMeans, _warn
 from ._core.cluster_path import anneal_choosing_k
 from ._core.mass_constrained import anneal_mass_constrained
-from ._core.optimize import HARD, anneal
-from ._core.responsibilities import RelaxationSpec, check_sigma
+from ._core.optimize import anneal
+from ._core.responsibilities import HARD, RelaxationSpec, check_sigma
 from ._core.temperature import paper_schedule
 
 __all__ = ["AnnealedKMeans"]

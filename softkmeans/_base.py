@@ -31,7 +31,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._core.optimize import StoppingRule
 from ._core.progress import Progress
 from ._core.reassignment import Reassign
-from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from ._core.responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
 from ._core.seeding import separate_coincident
 from ._core.streaming import start_stream, stream_step
 from ._core.temperature import (
@@ -61,7 +61,6 @@ from .exceptions import CriticalTemperatureWarning
 
 __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
 
-_HARD = RelaxationSpec("hard")
 
 #: A fitted softmax temperature at or above this fraction of the critical one warns.
 _NEAR_CRITICAL = 0.9
@@ -97,7 +96,7 @@ def _at_stored_precision(run, dtype, engine):
     rounded = run.centers.astype(dtype).astype(np.float64)
     if bool((rounded == run.centers).all()):
         return run
-    spec = RelaxationSpec("hard") if run.sigmas is not None else run.spec  # annealing's polish
+    spec = HARD if run.sigmas is not None else run.spec  # annealing's polish
     return dataclasses.replace(run, centers=rounded, stats=engine.estep(rounded, spec))
 
 
@@ -476,7 +475,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         labels : ndarray of shape (n_samples,)
         """
         X, engine = self._engine_for(X, "predict")
-        return like_input(engine.estep(self._centers64(), _HARD, with_sums=False).labels, X)
+        return like_input(engine.estep(self._centers64(), HARD, with_sums=False).labels, X)
 
     @over_dask_blocks
     def predict_proba(self, X):

@@ -37,7 +37,7 @@ from sklearn.utils.validation import _check_sample_weight
 from ._core import bounds
 from ._core.bounds import BoundCheck, Certificate
 from ._core.optimize import weighted_means
-from ._core.responsibilities import RelaxationSpec, check_sigma
+from ._core.responsibilities import HARD, RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
 from ._engines import check_magnitude, get_engine
 from ._engines._array import row_sq_norms
@@ -59,7 +59,6 @@ __all__ = [
     "unidentified_count",
 ]
 
-_HARD = RelaxationSpec("hard")
 
 
 # ------------------------------------------------------------ validation
@@ -127,7 +126,7 @@ def _hard_margins(stats, weights):
 
 def _configuration(engine, centers, hard=None):
     """Everything hard about ``centers``; ``hard`` reuses a hard pass with sums."""
-    hard = engine.estep(centers, _HARD) if hard is None else hard
+    hard = engine.estep(centers, HARD) if hard is None else hard
     weights = engine.sample_weight
     positive, margin_min, weight_at_min = _hard_margins(hard, weights)
     total = float(weights.sum())
@@ -175,7 +174,7 @@ def margins(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     ([9.0, 3.0, 15.0], 3.0)
     """
     engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
-    stats = engine.estep(centers, _HARD, with_sums=False)
+    stats = engine.estep(centers, HARD, with_sums=False)
     return stats.margins, _hard_margins(stats, engine.sample_weight)[1]
 
 
@@ -206,7 +205,7 @@ def balance(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     0.5
     """
     engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
-    stats = engine.estep(centers, _HARD, with_sums=False)
+    stats = engine.estep(centers, HARD, with_sums=False)
     return float(stats.masses.min() / engine.sample_weight.sum())
 
 
@@ -364,7 +363,7 @@ def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, back
     """
     sigma, alpha = check_sigma(sigma), _alpha(alpha)
     engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
-    stats = engine.estep(centers, _HARD, with_sums=False)
+    stats = engine.estep(centers, HARD, with_sums=False)
     return _unidentified_weight(stats.margins, engine.sample_weight, sigma, alpha, len(centers))
 
 
@@ -401,7 +400,7 @@ def critical_sigma(X, sample_weight=None):
 def _passes(engine, centers, sigma, alpha, known=None):
     """Pass statistics of the hard, softmax and entmax relaxations at ``centers``."""
     known = dict(known or {})
-    specs = {"hard": _HARD, "softmax": RelaxationSpec("softmax", sigma),
+    specs = {"hard": HARD, "softmax": RelaxationSpec("softmax", sigma),
              "entmax": RelaxationSpec("entmax", sigma, alpha)}
     return {kind: known[kind] if kind in known else engine.estep(centers, spec)
             for kind, spec in specs.items()}

@@ -34,7 +34,8 @@ from .mass_constrained import (
     polish_and_search,
     with_growth,
 )
-from .optimize import HARD, alternating
+from .optimize import alternating
+from .responsibilities import HARD
 
 __all__ = ["PathPoint", "anneal_choosing_k", "choose_k", "cluster_path",
            "mixture_log_likelihood"]

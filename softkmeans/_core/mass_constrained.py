@@ -32,10 +32,10 @@ import scipy.sparse as sp
 
 from .centred_rows import CentredRows, transposed_times
 from .hartigan import dense_rows, hartigan_moves
-from .optimize import HARD, alternating, anneal
+from .optimize import alternating, anneal
 from .prior_loops import add_prior_weighted
 from .progress import Progress
-from .responsibilities import SIGMA_MAX, SIGMA_MIN
+from .responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
 from .split_merge import EIGH_MAX_FEATURES, merge_split_search
 from .temperature import weighted_mean
 

@@ -28,6 +28,7 @@ __all__ = [
     "SIGMA_MAX",
     "check_sigma",
     "RelaxationSpec",
+    "HARD",
     "BlockResult",
     "block_responsibilities",
     "nearest_two",
@@ -104,6 +105,10 @@ class RelaxationSpec:
     def tau(self):
         """Entropic weight ``2 sigma^2``."""
         return 2.0 * float(self.sigma) ** 2
+
+
+#: Lloyd's nearest-centroid assignments, the relaxation of every hard pass.
+HARD = RelaxationSpec("hard")
 
 
 @dataclass

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .optimize import _reseed_empty, mixture_variance
 from .reassignment import abandoned, relocate
-from .responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from .responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
 
 __all__ = ["Stream", "start_stream", "stream_step", "weighted_spread"]
 
@@ -210,9 +210,8 @@ def _relocate_abandoned(stream, engine, ratio, reseeded):
     rng = np.random.RandomState([stream.seed, stream.n_steps])
     moved, placed = relocate(engine, stream.centers, moving, rng)
     moving = moving[:placed]
-    hard = RelaxationSpec("hard")
-    if placed == 0 or engine.estep(moved, hard, with_sums=False).inertia > engine.estep(
-            stream.centers, hard, with_sums=False).inertia:
+    if placed == 0 or engine.estep(moved, HARD, with_sums=False).inertia > engine.estep(
+            stream.centers, HARD, with_sums=False).inertia:
         return
     kept = np.setdiff1d(np.arange(len(moved)), moving)
     virtual = float(stream.masses[kept].min())
