@@ -7,6 +7,7 @@ import scipy.sparse as sp
 from sklearn import get_config
 from sklearn.utils._param_validation import Interval
 
+from ._engines._conditioning import squared_norm_limit
 from ._engines._namespace import is_device_array, namespace_and_device
 
 __all__ = ["N_THREADS_CONSTRAINT", "canonical_csr", "check_fitted_namespace",
@@ -192,7 +193,7 @@ def check_init_magnitude(centers, dtype, source="init"):
     ...
     ValueError: init has a centroid of squared norm inf, above 1.12e+307, the largest at ...
     """
-    limit = float(np.finfo(dtype).max) / 16
+    limit = squared_norm_limit(dtype)
     with np.errstate(over="ignore"):
         largest = float(np.einsum("ij,ij->i", centers, centers).max(initial=0.0))
     if not largest <= limit:
