@@ -41,7 +41,7 @@ from ._core.responsibilities import HARD, RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
 from ._engines import check_magnitude, get_engine
 from ._engines._array import row_sq_norms
-from ._validation import N_THREADS_CONSTRAINT, canonical_csr, check_sparse_structure
+from ._validation import N_THREADS_CONSTRAINT, validate_X
 
 __all__ = [
     "BoundCheck",
@@ -62,20 +62,13 @@ __all__ = [
 
 
 # ------------------------------------------------------------ validation
-def _data(X):
-    """X as a float array or a canonical CSR matrix (:func:`~._validation.canonical_csr`)."""
-    X = check_sparse_structure(X)  # before scipy or a kernel reads its indices
-    return canonical_csr(check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32],
-                                     input_name="X"))
-
-
 def _engine(X, sample_weight, backend, n_threads, centers, path=False):
     """The engine on X and the validated ``centers`` (a path of configurations if ``path``).
 
     X's squared distances are checked against its dtype with the centroids'
     norms counted (:func:`~._engines.check_magnitude`), as in ``predict``.
     """
-    X = _data(X)
+    X = validate_X(X)
     centers = check_array(centers, dtype=np.float64, input_name="centers", allow_nd=path)
     if centers.shape[-1] != X.shape[1]:
         raise ValueError(f"centers has {centers.shape[-1]} features; X has {X.shape[1]}.")
@@ -390,7 +383,7 @@ def critical_sigma(X, sample_weight=None):
     >>> critical_sigma([[-1.0, 0.0], [1.0, 0.0]])
     1.0
     """
-    X = _data(X)
+    X = validate_X(X)
     check_magnitude(X, row_sq_norms(X))  # the covariance would overflow or underflow
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     return float(np.sqrt(lambda_max(X, weights)))
