@@ -26,6 +26,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .._core.responsibilities import HARD
+from .._core.row_blocks import float64_blocks
 from .._core.temperature import exact_zero_distances
 from .._engines import get_engine
 from .._engines._namespace import to_numpy
@@ -36,8 +37,6 @@ __all__ = ["BlockwiseEngine"]
 
 #: Rows of the first block that give the engine its precision and its distance shift.
 _HEAD_ROWS = 4096
-#: Entries of the float64 copies that a task makes of its block at a time.
-_FLOAT64_ENTRIES = 1 << 20
 
 
 _hold_lock = threading.Lock()
@@ -119,10 +118,7 @@ def _max_sq_distances(block, weights, points, options):
 
 def _float64_rows(block, shift):
     """``(rows, block[rows] - shift)`` in float64, a bounded number of entries at a time."""
-    step = max(1, _FLOAT64_ENTRIES // max(1, block.shape[1]))
-    for start in range(0, block.shape[0], step):
-        rows = slice(start, start + step)
-        part = np.asarray(to_numpy(block[rows]), dtype=np.float64)
+    for rows, part in float64_blocks(to_numpy(block)):
         yield rows, part if shift is None else part - shift
 
 
