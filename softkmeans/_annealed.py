@@ -9,9 +9,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._base import BaseSoftKMeans, _warn
 from ._core.cluster_path import anneal_choosing_k
 from ._core.mass_constrained import anneal_mass_constrained
-from ._core.optimize import HARD, anneal
-from ._core.responsibilities import RelaxationSpec, check_sigma
+from ._core.optimize import anneal
+from ._core.responsibilities import HARD, RelaxationSpec, check_sigma
 from ._core.temperature import paper_schedule
+from ._engines._conditioning import squared_norm_limit
 
 __all__ = ["AnnealedKMeans"]
 
@@ -245,7 +246,7 @@ beta_, gap_, bounds_, n_features_in_, feature_names_in_
         """
         d = engine.X.shape[1]
         reach = _PERTURBATION_DRAWS * self.perturbation * self._scale * np.sqrt(d)
-        limit = np.sqrt(np.finfo(engine.X.dtype).max / 16)
+        limit = np.sqrt(squared_norm_limit(engine.X.dtype))
         if not reach + np.sqrt(engine.x_sq.max(initial=0.0)) < limit:
             raise ValueError(
                 f"perturbation={self.perturbation!r} (times sqrt(lambda_max) = "

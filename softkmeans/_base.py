@@ -16,22 +16,22 @@ from abc import abstractmethod
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
     ClusterMixin,
     TransformerMixin,
+    _fit_context,
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from ._core.optimize import StoppingRule
 from ._core.progress import Progress
 from ._core.reassignment import Reassign
-from ._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from ._core.responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
 from ._core.seeding import separate_coincident
 from ._core.streaming import start_stream, stream_step
 from ._core.temperature import (
@@ -43,25 +43,20 @@ from ._dask import is_dask_collection, over_dask_blocks
 from ._engines import BACKENDS, get_engine
 from ._engines._namespace import (
     host_dtype,
-    is_cupy_array,
-    is_device_array,
     like_input,
-    namespace_and_device,
     to_numpy,
 )
 from ._validation import (
     N_THREADS_CONSTRAINT,
-    canonical_csr,
     check_fitted_namespace,
     check_init_magnitude,
-    check_sparse_structure,
+    validate_X,
 )
 from .diagnostics import _fitted_certificate, _fitted_diagnostics
 from .exceptions import CriticalTemperatureWarning
 
 __all__ = ["BaseSoftKMeans", "FixedTemperatureKMeans"]
 
-_HARD = RelaxationSpec("hard")
 
 #: A fitted softmax temperature at or above this fraction of the critical one warns.
 _NEAR_CRITICAL = 0.9
@@ -97,7 +92,7 @@ def _at_stored_precision(run, dtype, engine):
     rounded = run.centers.astype(dtype).astype(np.float64)
     if bool((rounded == run.centers).all()):
         return run
-    spec = RelaxationSpec("hard") if run.sigmas is not None else run.spec  # annealing's polish
+    spec = HARD if run.sigmas is not None else run.spec  # annealing's polish
     return dataclasses.replace(run, centers=rounded, stats=engine.estep(rounded, spec))
 
 
@@ -180,23 +175,6 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         tags.array_api_support = True
         return tags
 
-    def _validate_X(self, X, reset):
-        """X validated where it lives: a CuPy array on its GPU, an array of another array API
-        namespace in that namespace under ``array_api_dispatch=True``, numpy otherwise
-        (which converts such arrays, as scikit-learn does without dispatch)."""
-        if is_cupy_array(X):
-            from ._engines._cupy import check_cupy_array
-
-            X = check_cupy_array(self, X, reset)
-        elif get_config()["array_api_dispatch"] and is_device_array(X):
-            xp, _ = namespace_and_device(X)
-            X = validate_data(self, X, reset=reset, dtype=[xp.float64, xp.float32])
-        else:
-            check_sparse_structure(X)  # before scipy or a kernel reads its indices
-            X = validate_data(self, X, reset=reset, accept_sparse="csr",
-                              dtype=[np.float64, np.float32], order="C")
-        return canonical_csr(X)
-
     def _check_params_vs_input(self, X, sample_weight):
         """Data-dependent checks that ``_parameter_constraints`` cannot express."""
         n_samples = X.shape[0]
@@ -271,6 +249,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         return "the init callable" if callable(self.init) else str(self.init)
 
     @_unchanged_on_failure
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering.
 
@@ -299,12 +278,11 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             The fitted estimator. A fit that raises leaves the estimator as it
             was before the call.
         """
-        self._validate_params()
         if is_dask_collection(X):
             from ._dask.fitting import fit_blocks
 
             return fit_blocks(self, X, sample_weight)
-        X = self._validate_X(X, reset=True)
+        X = validate_X(X, self, reset=True)
         sample_weight = _host_sample_weight(sample_weight, X)
         self._check_params_vs_input(X, sample_weight)
         self._fit_engine(X, get_engine(self.backend, X, sample_weight, self.n_threads))
@@ -425,7 +403,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         """Validated X and an engine on it, for the inference method ``method``."""
         check_is_fitted(self)
         check_fitted_namespace(self, X, method)
-        X = self._validate_X(X, reset=False)
+        X = validate_X(X, self, reset=False)
         return X, get_engine(self.backend, X, n_threads=self.n_threads,
                              centers=self._centers64())
 
@@ -447,7 +425,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
         labels : ndarray of shape (n_samples,)
         """
         X, engine = self._engine_for(X, "predict")
-        return like_input(engine.estep(self._centers64(), _HARD, with_sums=False).labels, X)
+        return like_input(engine.estep(self._centers64(), HARD, with_sums=False).labels, X)
 
     @over_dask_blocks
     def predict_proba(self, X):
@@ -687,6 +665,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
             )
 
     @_unchanged_on_failure
+    @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None, sample_weight=None):
         """Update the centroids with one batch of a stream (online alternating minimization).
 
@@ -748,11 +727,10 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         >>> model.n_steps_, np.sort(model.cluster_centers_[:, 0]).round(1)
         (10, array([0., 4.]))
         """
-        self._validate_params()
         first = not hasattr(self, "cluster_centers_")
         if not first:
             self._check_stream_parameters()
-        X = self._validate_X(X, reset=first)
+        X = validate_X(X, self, reset=first)
         sample_weight = _host_sample_weight(sample_weight, X)
         stream = None if first else getattr(self, "_stream", None)
         rng = check_random_state(self.random_state)

@@ -5,17 +5,60 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
+from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import validate_data
 
-from ._engines._namespace import is_device_array, namespace_and_device
+from ._engines._conditioning import squared_norm_limit
+from ._engines._namespace import is_cupy_array, is_device_array, namespace_and_device
 
 __all__ = ["N_THREADS_CONSTRAINT", "canonical_csr", "check_fitted_namespace",
-           "check_init_magnitude", "check_sparse_structure"]
+           "check_init_magnitude", "check_sparse_structure", "validate_X"]
 
 #: scikit-learn parameter constraint of ``n_threads``, in the estimators and the diagnostics.
 N_THREADS_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), None]
 
 _INT32_MAX = np.iinfo(np.int32).max
+
+
+def validate_X(X, estimator=None, reset=True):
+    """X as the engines read it: the one validation of the data of a fit, an inference or a
+    diagnostic.
+
+    X is validated where it lives: a CuPy array on its GPU, an array of
+    another array API namespace in that namespace under
+    ``array_api_dispatch=True``, numpy otherwise (which converts such arrays,
+    as scikit-learn does without dispatch). Dense X comes back float32 or
+    float64 (others become float64), C-ordered on the host; sparse X as a
+    checked, canonical CSR matrix (:func:`check_sparse_structure`,
+    :func:`canonical_csr`).
+
+    Parameters
+    ----------
+    X : array-like, sparse matrix, or array of an array API namespace
+    estimator : estimator, default=None
+        Whose ``n_features_in_`` and feature names are set (``reset``) or
+        checked, as scikit-learn's ``validate_data`` does; None for a function.
+    reset : bool, default=True
+        Set them (``fit``) or check them (afterwards).
+
+    Returns
+    -------
+    X : ndarray, CSR matrix or array of X's namespace
+    """
+    if is_cupy_array(X):
+        from ._engines._cupy import check_cupy_array
+
+        return canonical_csr(check_cupy_array(X, estimator, reset))
+    if get_config()["array_api_dispatch"] and is_device_array(X):
+        xp, _ = namespace_and_device(X)
+        options = {"dtype": [xp.float64, xp.float32]}
+    else:
+        check_sparse_structure(X)  # before scipy or a kernel reads its indices
+        options = {"accept_sparse": "csr", "dtype": [np.float64, np.float32], "order": "C"}
+    X = (check_array(X, input_name="X", **options) if estimator is None
+         else validate_data(estimator, X, reset=reset, **options))
+    return canonical_csr(X)
 
 
 def canonical_csr(X):
@@ -192,7 +235,7 @@ def check_init_magnitude(centers, dtype, source="init"):
     ...
     ValueError: init has a centroid of squared norm inf, above 1.12e+307, the largest at ...
     """
-    limit = float(np.finfo(dtype).max) / 16
+    limit = squared_norm_limit(dtype)
     with np.errstate(over="ignore"):
         largest = float(np.einsum("ij,ij->i", centers, centers).max(initial=0.0))
     if not largest <= limit:

@@ -37,11 +37,11 @@ from sklearn.utils.validation import _check_sample_weight
 from ._core import bounds
 from ._core.bounds import BoundCheck, Certificate
 from ._core.optimize import weighted_means
-from ._core.responsibilities import RelaxationSpec, check_sigma
+from ._core.responsibilities import HARD, RelaxationSpec, check_sigma
 from ._core.temperature import lambda_max
 from ._engines import check_magnitude, get_engine
 from ._engines._array import row_sq_norms
-from ._validation import N_THREADS_CONSTRAINT, canonical_csr, check_sparse_structure
+from ._validation import N_THREADS_CONSTRAINT, validate_X
 
 __all__ = [
     "BoundCheck",
@@ -59,24 +59,16 @@ __all__ = [
     "unidentified_count",
 ]
 
-_HARD = RelaxationSpec("hard")
 
 
 # ------------------------------------------------------------ validation
-def _data(X):
-    """X as a float array or a canonical CSR matrix (:func:`~._validation.canonical_csr`)."""
-    X = check_sparse_structure(X)  # before scipy or a kernel reads its indices
-    return canonical_csr(check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32],
-                                     input_name="X"))
-
-
 def _engine(X, sample_weight, backend, n_threads, centers, path=False):
     """The engine on X and the validated ``centers`` (a path of configurations if ``path``).
 
     X's squared distances are checked against its dtype with the centroids'
     norms counted (:func:`~._engines.check_magnitude`), as in ``predict``.
     """
-    X = _data(X)
+    X = validate_X(X)
     centers = check_array(centers, dtype=np.float64, input_name="centers", allow_nd=path)
     if centers.shape[-1] != X.shape[1]:
         raise ValueError(f"centers has {centers.shape[-1]} features; X has {X.shape[1]}.")
@@ -127,7 +119,7 @@ def _hard_margins(stats, weights):
 
 def _configuration(engine, centers, hard=None):
     """Everything hard about ``centers``; ``hard`` reuses a hard pass with sums."""
-    hard = engine.estep(centers, _HARD) if hard is None else hard
+    hard = engine.estep(centers, HARD) if hard is None else hard
     weights = engine.sample_weight
     positive, margin_min, weight_at_min = _hard_margins(hard, weights)
     total = float(weights.sum())
@@ -175,7 +167,7 @@ def margins(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     ([9.0, 3.0, 15.0], 3.0)
     """
     engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
-    stats = engine.estep(centers, _HARD, with_sums=False)
+    stats = engine.estep(centers, HARD, with_sums=False)
     return stats.margins, _hard_margins(stats, engine.sample_weight)[1]
 
 
@@ -206,7 +198,7 @@ def balance(X, centers, *, sample_weight=None, backend="auto", n_threads=None):
     0.5
     """
     engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
-    stats = engine.estep(centers, _HARD, with_sums=False)
+    stats = engine.estep(centers, HARD, with_sums=False)
     return float(stats.masses.min() / engine.sample_weight.sum())
 
 
@@ -364,7 +356,7 @@ def unidentified_count(X, centers, sigma, alpha=1.5, *, sample_weight=None, back
     """
     sigma, alpha = check_sigma(sigma), _alpha(alpha)
     engine, centers = _engine(X, sample_weight, backend, n_threads, centers)
-    stats = engine.estep(centers, _HARD, with_sums=False)
+    stats = engine.estep(centers, HARD, with_sums=False)
     return _unidentified_weight(stats.margins, engine.sample_weight, sigma, alpha, len(centers))
 
 
@@ -391,7 +383,7 @@ def critical_sigma(X, sample_weight=None):
     >>> critical_sigma([[-1.0, 0.0], [1.0, 0.0]])
     1.0
     """
-    X = _data(X)
+    X = validate_X(X)
     check_magnitude(X, row_sq_norms(X))  # the covariance would overflow or underflow
     weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     return float(np.sqrt(lambda_max(X, weights)))
@@ -401,7 +393,7 @@ def critical_sigma(X, sample_weight=None):
 def _passes(engine, centers, sigma, alpha, known=None):
     """Pass statistics of the hard, softmax and entmax relaxations at ``centers``."""
     known = dict(known or {})
-    specs = {"hard": _HARD, "softmax": RelaxationSpec("softmax", sigma),
+    specs = {"hard": HARD, "softmax": RelaxationSpec("softmax", sigma),
              "entmax": RelaxationSpec("entmax", sigma, alpha)}
     return {kind: known[kind] if kind in known else engine.estep(centers, spec)
             for kind, spec in specs.items()}

@@ -11,8 +11,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
-from softkmeans._core.optimize import HARD, alternating
-from softkmeans._core.responsibilities import SIGMA_MAX, SIGMA_MIN
+from softkmeans._core.optimize import alternating
+from softkmeans._core.responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
 from softkmeans._core.temperature import auto_sigma
 from softkmeans._engines import get_engine
 from softkmeans.exceptions import CriticalTemperatureWarning

@@ -10,7 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from softkmeans import diagnostics  # noqa: E402
-from softkmeans._core.responsibilities import RelaxationSpec, block_responsibilities  # noqa: E402
+from softkmeans._core.responsibilities import RelaxationSpec  # noqa: E402
+from softkmeans._engines._array_kernels import block_responsibilities  # noqa: E402
 from softkmeans.torch import (  # noqa: E402
     critical_ratio,
     entmax,

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .hartigan import dense_rows
 from .mass_constrained import (
     STAGE_MAX_ITER,
     finish_codebook,
@@ -34,7 +33,9 @@ from .mass_constrained import (
     polish_and_search,
     with_growth,
 )
-from .optimize import HARD, alternating
+from .optimize import alternating
+from .responsibilities import HARD
+from .row_blocks import float64_blocks
 
 __all__ = ["PathPoint", "anneal_choosing_k", "choose_k", "cluster_path",
            "mixture_log_likelihood"]
@@ -42,8 +43,6 @@ __all__ = ["PathPoint", "anneal_choosing_k", "choose_k", "cluster_path",
 #: A cluster's variance is at least this fraction of the data's variance per feature (a
 #: cluster on one point would otherwise have an unbounded likelihood).
 _VARIANCE_FLOOR = 1e-6
-#: Entries of one block of the likelihood's distances.
-_BLOCK_ELEMENTS = 1 << 18
 
 
 @dataclass
@@ -132,15 +131,14 @@ def mixture_log_likelihood(X, sample_weight, centers, weights, variances):
     c_sq = np.einsum("ij,ij->i", shifted, shifted)
     with np.errstate(divide="ignore"):
         log_norm = np.log(weights) - 0.5 * d * np.log(2 * np.pi * variances)
-    step = max(1, _BLOCK_ELEMENTS // max(len(centers), d))
     total, entropy = 0.0, 0.0
-    for start in range(0, X.shape[0], step):
-        block = dense_rows(X, slice(start, start + step)) - shift
+    for rows, block in float64_blocks(X, width=max(len(centers), d)):
+        block = block - shift
         sq = np.einsum("ij,ij->i", block, block)[:, None] - 2 * block @ shifted.T + c_sq
         log_joint = log_norm - np.maximum(sq, 0.0) / (2 * variances)
         log_p = logsumexp(log_joint, axis=1)
         log_post = log_joint - log_p[:, None]
-        w = sample_weight[start:start + step]
+        w = sample_weight[rows]
         total += float(w @ log_p)
         with np.errstate(invalid="ignore"):  # 0 log 0 of an empty component
             terms = np.where(log_post > -np.inf, np.exp(log_post) * log_post, 0.0)

@@ -26,30 +26,21 @@ import numpy as np
 import scipy.sparse as sp
 
 from .hartigan_loops import add_to_clusters, hartigan_visits
+from .row_blocks import dense_rows, row_slices
 
-__all__ = ["dense_rows", "distances_to_own", "hartigan_moves", "nearest_labels",
+__all__ = ["distances_to_own", "hartigan_moves", "nearest_labels",
            "partition_sums", "weighted_row_sum"]
 
-#: Entries of one float64 block of distances in the screening pass.
-_BLOCK_ELEMENTS = 1 << 18
 #: The screening keeps an observation whose gain is above ``-slack`` times its removal gain:
 #: its expanded distances carry rounding that the compiled loop's distances have not.
 _SCREEN_SLACK = 1e-6
 
 
-def dense_rows(X, rows):
-    """The rows ``rows`` (indices or a slice) of X as a dense float64 array."""
-    block = X[rows]
-    block = block.toarray() if sp.issparse(block) else block
-    return np.ascontiguousarray(block, dtype=np.float64)
-
-
 def _blocks(X, n_clusters):
-    """``(rows, float64 block)`` of X, about ``_BLOCK_ELEMENTS / n_clusters`` rows each:
-    dense rows, or CSR rows of a sparse X (the screening only multiplies them)."""
-    step = max(64, _BLOCK_ELEMENTS // max(1, n_clusters))
-    for start in range(0, X.shape[0], step):
-        rows = slice(start, min(start + step, X.shape[0]))
+    """``(rows, float64 block)`` of X, blocks of distances to ``n_clusters`` centroids
+    (:func:`.row_blocks.row_slices`): dense rows, or CSR rows of a sparse X (the screening
+    only multiplies them)."""
+    for rows in row_slices(X.shape[0], n_clusters, min_rows=64):
         yield rows, (X[rows].astype(np.float64) if sp.issparse(X) else dense_rows(X, rows))
 
 

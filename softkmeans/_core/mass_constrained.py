@@ -31,19 +31,18 @@ import numpy as np
 import scipy.sparse as sp
 
 from .centred_rows import CentredRows, transposed_times
-from .hartigan import dense_rows, hartigan_moves
-from .optimize import HARD, alternating, anneal
+from .hartigan import hartigan_moves
+from .optimize import alternating, anneal
 from .prior_loops import add_prior_weighted
 from .progress import Progress
-from .responsibilities import SIGMA_MAX, SIGMA_MIN
+from .responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
+from .row_blocks import dense_rows, row_slices
 from .split_merge import EIGH_MAX_FEATURES, merge_split_search
 from .temperature import weighted_mean
 
 __all__ = ["STAGE_MAX_ITER", "GrowthResult", "anneal_mass_constrained", "finish_codebook",
            "grow_codebook", "polish_and_search", "with_growth"]
 
-#: Entries of one block of a pass.
-_BLOCK_ELEMENTS = 1 << 20
 #: The growth runs on at most ``max(_MIN_SAMPLE, _ROWS_PER_CLUSTER * n_clusters)`` rows, and
 #: on at most ``_SAMPLE_ELEMENTS`` entries where that leaves ``_MIN_ROWS_PER_CLUSTER`` rows
 #: per cluster or more.
@@ -120,18 +119,14 @@ class _Sample:
         self.mean = weighted_mean(X[rows], weights)
         self.scale = 1.0  # the data's spread, set by grow_codebook
         self._blocks = []
-        sparse = sp.issparse(X) and X.shape[1] > EIGH_MAX_FEATURES
-        # sparse rows take the memory of their entries: one block
-        step = max(1, rows.size) if sparse else max(1, _BLOCK_ELEMENTS // max(1, X.shape[1]))
-        for start in range(0, rows.size, step):
-            chosen = rows[start:start + step]
-            if sparse:
-                block = CentredRows(sp.csr_matrix(X[chosen], dtype=np.float64), self.mean)
-                block_sq = block.sq_norms
-            else:
-                block = dense_rows(X, chosen) - self.mean
-                block_sq = np.einsum("ij,ij->i", block, block)
-            self._blocks.append((weights[start:start + step], block, block_sq))
+        if sp.issparse(X) and X.shape[1] > EIGH_MAX_FEATURES:
+            # sparse rows take the memory of their entries: one block
+            block = CentredRows(sp.csr_matrix(X[rows], dtype=np.float64), self.mean)
+            self._blocks.append((weights, block, block.sq_norms))
+            return
+        for part in row_slices(rows.size, X.shape[1]):
+            block = dense_rows(X, rows[part]) - self.mean
+            self._blocks.append((weights[part], block, np.einsum("ij,ij->i", block, block)))
 
     def blocks(self):
         """``(weights, centred rows, their squared norms)`` of each block."""

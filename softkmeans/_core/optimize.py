@@ -19,12 +19,11 @@ import numpy as np
 
 from .progress import Progress
 from .reassignment import abandoned, relocate
-from .responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from .responsibilities import HARD, SIGMA_MAX, SIGMA_MIN, RelaxationSpec
 
 __all__ = ["RunResult", "StoppingRule", "Trajectory", "alternating", "gradient_descent", "anneal",
            "relative_step", "shared_variance", "mixture_variance", "weighted_means", "gradient"]
 
-HARD = RelaxationSpec("hard")
 
 #: A line search gives up (the run has converged) after this many halvings of the step.
 _MAX_HALVINGS = 50

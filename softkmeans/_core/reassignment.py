@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from .responsibilities import RelaxationSpec
+from .responsibilities import HARD
 
 __all__ = ["DUPLICATE", "ROUNDS", "Reassign", "abandoned", "relocate"]
 
@@ -31,7 +31,6 @@ DUPLICATE = 0.05
 #: Relocations a run may keep: each one is followed by the iterations to convergence.
 ROUNDS = 10
 
-_HARD = RelaxationSpec("hard")
 
 
 @dataclass
@@ -116,7 +115,7 @@ def relocate(engine, centers, moving, rng):
     centers = centers.copy()
     kept = np.setdiff1d(np.arange(len(centers)), moving)
     # per-row values as numpy arrays (a blockwise engine's are computed once here)
-    dmin = np.asarray(engine.estep(centers[kept], _HARD, with_sums=False).dmin, dtype=float)
+    dmin = np.asarray(engine.estep(centers[kept], HARD, with_sums=False).dmin, dtype=float)
     weights = np.asarray(engine.sample_weight, dtype=float)
     weights = weights / weights.max()
     trials = 2 + int(np.log(len(centers)))  # as scikit-learn's greedy k-means++

@@ -2,11 +2,10 @@
 
 import numpy as np
 
-from .responsibilities import RelaxationSpec
+from .responsibilities import HARD
 
 __all__ = ["separate_coincident"]
 
-_HARD = RelaxationSpec("hard")
 
 
 def separate_coincident(engine, centers):
@@ -41,7 +40,7 @@ def separate_coincident(engine, centers):
         return centers
     placed = np.zeros(centers.shape[0], dtype=bool)
     placed[first] = True
-    nearest = engine.estep(centers[placed], _HARD, with_sums=False).dmin
+    nearest = engine.estep(centers[placed], HARD, with_sums=False).dmin
     farthest = np.where(engine.sample_weight > 0, nearest, 0.0)
     for j in np.flatnonzero(~placed):
         i = int(np.argmax(farthest))

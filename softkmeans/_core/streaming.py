@@ -32,12 +32,11 @@ import scipy.sparse as sp
 
 from .optimize import _reseed_empty, mixture_variance
 from .reassignment import abandoned, relocate
-from .responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from .responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
+from .row_blocks import float64_blocks
 
 __all__ = ["Stream", "start_stream", "stream_step", "weighted_spread"]
 
-#: Entries of one float64 block of rows in :func:`weighted_spread`.
-_BLOCK_ELEMENTS = 1 << 20
 
 
 @dataclass
@@ -121,13 +120,11 @@ def weighted_spread(X, sample_weight, origin=None):
     if sp.issparse(X):
         squares = X.multiply(X).sum(axis=1)
         return float(sample_weight @ np.asarray(squares, dtype=np.float64).ravel())
-    step = max(1, _BLOCK_ELEMENTS // max(1, X.shape[1]))
     total = 0.0
-    for start in range(0, X.shape[0], step):
-        block = np.asarray(X[start:start + step], dtype=np.float64)
+    for rows, block in float64_blocks(X):
         if origin is not None:
             block = block - origin
-        total += float(sample_weight[start:start + step] @ np.einsum("ij,ij->i", block, block))
+        total += float(sample_weight[rows] @ np.einsum("ij,ij->i", block, block))
     return total
 
 
@@ -210,9 +207,8 @@ def _relocate_abandoned(stream, engine, ratio, reseeded):
     rng = np.random.RandomState([stream.seed, stream.n_steps])
     moved, placed = relocate(engine, stream.centers, moving, rng)
     moving = moving[:placed]
-    hard = RelaxationSpec("hard")
-    if placed == 0 or engine.estep(moved, hard, with_sums=False).inertia > engine.estep(
-            stream.centers, hard, with_sums=False).inertia:
+    if placed == 0 or engine.estep(moved, HARD, with_sums=False).inertia > engine.estep(
+            stream.centers, HARD, with_sums=False).inertia:
         return
     kept = np.setdiff1d(np.arange(len(moved)), moving)
     virtual = float(stream.masses[kept].min())

@@ -5,6 +5,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
+from .row_blocks import float64_blocks, row_slices
 
 __all__ = ["AUTO_SIGMA_SHRINK", "auto_sigma", "exact_zero_distances", "lambda_max",
            "lambda_max_floor", "paper_schedule", "weighted_mean"]
@@ -18,9 +19,6 @@ AUTO_SIGMA_SHRINK = 0.85
 
 #: Beyond this many features the leading eigenvalue is found iteratively.
 _DENSE_EIG_MAX_FEATURES = 512
-
-#: Entries of one float64 block of rows (means, covariances, comparisons of rows).
-_BLOCK_ELEMENTS = 1 << 20
 
 #: What :func:`lambda_max_floor` allows for the rounding of a pass's sums, relative to the
 #: norms of the means: float32 products of the rows of a chunk err by about the chunk's
@@ -101,7 +99,7 @@ def exact_zero_distances(X, centers, labels, dmin, x_sq, unit_roundoff):
     noise = (X.shape[1] + 2) * unit_roundoff * (x_sq + c_sq[labels])
     suspects = np.flatnonzero((dmin <= noise) & (dmin > 0))
     out = np.array(dmin, dtype=np.float64)
-    for rows, block in _float64_blocks(X, suspects):
+    for rows, block in float64_blocks(X, suspects):
         on_centroid = np.all(block == centers[labels[rows]], axis=1)
         out[rows[on_centroid]] = 0.0
     return out
@@ -147,7 +145,7 @@ def lambda_max(X, sample_weight=None):
     mean = weighted_mean(X, w)
     if d <= _DENSE_EIG_MAX_FEATURES:
         cov = np.zeros((d, d))
-        for rows, block in _float64_blocks(X):
+        for rows, block in float64_blocks(X):
             centered = block - mean
             cov += centered.T @ (centered * w[rows, None])
         return float(max(np.linalg.eigvalsh(cov)[-1], 0.0))
@@ -164,12 +162,12 @@ def lambda_max(X, sample_weight=None):
         def cov_matvec(v):
             out = np.zeros(d)
             v = np.asarray(v, dtype=np.float64).ravel()
-            for rows, block in _float64_blocks(X):
+            for rows, block in float64_blocks(X):
                 out += (block - mean).T @ (w[rows] * ((block - mean) @ v))
             return out
 
         trace = sum(float(w[rows] @ np.square(block - mean).sum(axis=1))
-                    for rows, block in _float64_blocks(X))
+                    for rows, block in float64_blocks(X))
     if not trace > 0:  # a zero covariance: ARPACK would find its starting vector mapped to 0
         return 0.0
     op = LinearOperator((d, d), matvec=cov_matvec, dtype=np.float64)
@@ -223,13 +221,12 @@ def _dense_covariance(X, w):
     pivot = np.asarray(X[int(np.argmax(w > 0))], dtype=dtype)
     uniform = bool(np.all(w == 1.0))
     gram, total, mass = np.zeros((d, d)), np.zeros(d), 0.0
-    step = max(1, _BLOCK_ELEMENTS // max(1, d))
-    for start in range(0, n, step):
-        Y = np.subtract(X[start:start + step], pivot, dtype=dtype)
-        Yw = Y if uniform else Y * w[start:start + step, None].astype(dtype)
+    for rows in row_slices(n, d):
+        Y = np.subtract(X[rows], pivot, dtype=dtype)
+        Yw = Y if uniform else Y * w[rows, None].astype(dtype)
         gram += Yw.T @ Y
         total += Yw.sum(axis=0, dtype=np.float64)
-        mass += float(w[start:start + step].sum())
+        mass += float(w[rows].sum())
     mean = total / mass
     return gram / mass - np.outer(mean, mean)
 
@@ -252,28 +249,11 @@ def weighted_mean(X, weights):
     ndarray of shape (n_features,)
     """
     w = np.asarray(weights, dtype=np.float64)
-    pivot = next(_float64_blocks(X[[int(np.argmax(w > 0))]]))[1][0]
+    pivot = next(float64_blocks(X[[int(np.argmax(w > 0))]]))[1][0]
     total = np.zeros(X.shape[1])
-    for rows, block in _float64_blocks(X):
+    for rows, block in float64_blocks(X):
         total += w[rows] @ (block - pivot)
     return pivot + total / w.sum()
-
-
-def _float64_blocks(X, rows=None):
-    """Blocks of the rows of X as dense float64 arrays, with their rows.
-
-    All rows in order (each block's rows as a slice), or those of the index
-    array ``rows`` (as index arrays).
-    """
-    n, d = X.shape
-    count = n if rows is None else len(rows)
-    step = max(1, _BLOCK_ELEMENTS // max(1, d))
-    for start in range(0, count, step):
-        stop = min(start + step, count)
-        index = slice(start, stop) if rows is None else rows[start:stop]
-        block = X[index]
-        block = block.toarray() if sp.issparse(block) else block
-        yield index, np.asarray(block, dtype=np.float64)
 
 
 def paper_schedule(lam_max, margin_min, n_temperatures=40):

@@ -25,7 +25,8 @@ import dask.array as da
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .._core.responsibilities import RelaxationSpec
+from .._core.responsibilities import HARD
+from .._core.row_blocks import float64_blocks
 from .._core.temperature import exact_zero_distances
 from .._engines import get_engine
 from .._engines._namespace import to_numpy
@@ -34,11 +35,8 @@ from .seeding import draw_seeds
 
 __all__ = ["BlockwiseEngine"]
 
-_HARD = RelaxationSpec("hard")
 #: Rows of the first block that give the engine its precision and its distance shift.
 _HEAD_ROWS = 4096
-#: Entries of the float64 copies that a task makes of its block at a time.
-_FLOAT64_ENTRIES = 1 << 20
 
 
 _hold_lock = threading.Lock()
@@ -120,10 +118,7 @@ def _max_sq_distances(block, weights, points, options):
 
 def _float64_rows(block, shift):
     """``(rows, block[rows] - shift)`` in float64, a bounded number of entries at a time."""
-    step = max(1, _FLOAT64_ENTRIES // max(1, block.shape[1]))
-    for start in range(0, block.shape[0], step):
-        rows = slice(start, start + step)
-        part = np.asarray(to_numpy(block[rows]), dtype=np.float64)
+    for rows, part in float64_blocks(to_numpy(block)):
         yield rows, part if shift is None else part - shift
 
 
@@ -157,7 +152,7 @@ def _start_terms(block, weights, centers, scale, options):
     if not block.shape[0]:
         return np.zeros((1, 3))
     engine = block_engine(block, weights, options)
-    start = engine.estep(centers, _HARD, with_sums=False)
+    start = engine.estep(centers, HARD, with_sums=False)
     dmin = exact_zero_distances(engine.X, centers, start.labels, start.dmin, engine.x_sq,
                                 engine.unit_roundoff)
     w = engine.sample_weight * scale
@@ -285,7 +280,7 @@ class BlockwiseEngine:
 
     def min_sq_distances(self, points):
         """Squared distance of every row to its nearest of ``points``, a lazy dask array."""
-        return self._per_row(np.asarray(points, dtype=np.float64), _HARD)[:, 2]
+        return self._per_row(np.asarray(points, dtype=np.float64), HARD)[:, 2]
 
     def draw_seeds(self, init, n_clusters, rng):
         """Starting centroids for ``init="k-means++"`` (k-means||) or ``"random"``

@@ -25,7 +25,7 @@ import dask
 import numpy as np
 from sklearn.cluster import kmeans_plusplus
 
-from .._core.responsibilities import RelaxationSpec
+from .._core.responsibilities import HARD
 from .._engines._namespace import to_numpy
 
 __all__ = ["OVERSAMPLING", "ROUNDS", "draw_seeds", "kmeans_parallel", "weighted_draw"]
@@ -35,7 +35,6 @@ OVERSAMPLING = 2.0
 #: Rounds of drawing (Bahmani et al.: 5 suffice for ``l = 2k``).
 ROUNDS = 5
 
-_HARD = RelaxationSpec("hard")
 
 
 def draw_seeds(engine, init, n_clusters, rng):
@@ -117,7 +116,7 @@ def kmeans_parallel(engine, n_clusters, rng):
             nearer = engine.min_sq_distances(drawn)
             dmin = dask.persist(np.minimum(dmin, nearer))[0]
     candidates = np.unique(candidates, axis=0)
-    masses = engine.estep(candidates, _HARD, with_sums=False).masses
+    masses = engine.estep(candidates, HARD, with_sums=False).masses
     candidates, masses = candidates[masses > 0], masses[masses > 0]
     if len(candidates) <= n_clusters:  # copies: the estimator moves them apart
         extra = rng.choice(len(candidates), n_clusters - len(candidates))

@@ -19,6 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ._conditioning import squared_norm_limit
 from ._namespace import host_dtype, is_cupy_array, is_device_array, namespace_and_device, to_numpy
 
 __all__ = ["BACKENDS", "check_magnitude", "get_engine", "resolve_backend"]
@@ -97,12 +98,12 @@ def check_magnitude(X, x_sq, centers=None):
         message names whichever of X and centers holds the largest norm.
     """
     dtype = host_dtype(X.dtype)
-    info = np.finfo(dtype)
     x_largest = float(x_sq.max(initial=0.0))
     c_largest = 0.0 if centers is None else float(
         np.einsum("ij,ij->i", centers, centers).max(initial=0.0))
     largest = max(x_largest, c_largest)
-    high, low = float(info.max) / 16, float(info.tiny / info.eps)
+    info = np.finfo(dtype)
+    high, low = squared_norm_limit(dtype), float(info.tiny / info.eps)
     if not largest <= high:
         size, fate, limit = "large", "overflow", high
         culprit = "X is" if x_largest >= c_largest else "centers are"
@@ -132,7 +133,7 @@ def _check_sums(x_sq):
     none) add up to a number that float64 sums hold."""
     if x_sq is None:
         return
-    limit = float(np.finfo(np.float64).max) / 16
+    limit = squared_norm_limit(np.float64)
     with np.errstate(over="ignore"):
         total = float(x_sq.sum())
     if not total <= limit:

@@ -298,24 +298,10 @@ class ArrayEngine(BlockEngine):
 
     # --------------------------------------------------------------- passes
     def _assign(self, D, spec):
-        """labels, dmin, margins, responsibilities, row gaps and the rows with mass on more
-        than one centroid of a block (both None when hard).
-
-        A softmax row is spread unless every other weight underflows to 0, an
-        entmax row when it has more than one nonzero entry.
-        """
-        xp, kernels = self.xp, self.kernels
-        D = self._in_range(D, spec)
-        labels, dmin, margins = kernels.nearest_two(D)
-        if spec.kind == "hard":
-            return labels, dmin, margins, None, xp.zeros_like(dmin), None
-        if spec.kind == "softmax":
-            tau = float(spec.tau)
-            others = kernels.softmax_others(D, labels, dmin, tau)
-            resp = kernels.softmax_resp(D, dmin, others, tau)
-            return labels, dmin, margins, resp, tau * xp.log1p(others), others > 0
-        resp, row_gap = kernels.entmax(D, dmin, spec)
-        return labels, dmin, margins, resp, row_gap, xp.count_nonzero(resp, axis=1) > 1
+        """The kernels' per-row results of a block (:meth:`ArrayKernels.assign
+        <._array_kernels.ArrayKernels.assign>`), in float64 where the temperature is out of
+        float32's range."""
+        return self.kernels.assign(self._in_range(D, spec), spec)
 
     def _one_hot_t(self, labels, n_clusters, values=None):
         """The (n_clusters x rows) one-hot matrix of ``labels`` holding ``values`` (ones when
@@ -415,13 +401,8 @@ class ArrayEngine(BlockEngine):
 
     def _block_log_sum_exp(self, D, sigma):
         """In float64."""
-        xp = self.xp
         spec = RelaxationSpec("softmax", sigma)
-        D = self._in_range(D, spec)
-        tau = float(spec.tau)
-        labels, dmin, _ = self.kernels.nearest_two(D)
-        others = self.kernels.softmax_others(D, labels, dmin, tau)
-        return -xp.astype(dmin, xp.float64) / tau + xp.log1p(xp.astype(others, xp.float64))
+        return self.kernels.log_sum_exp(self._in_range(D, spec), spec.tau)
 
     def _weights_on_device(self):
         return self._w64

@@ -22,13 +22,34 @@ import numpy as np
 
 from ._namespace import host_dtype, to_numpy
 
-__all__ = ["CENTERING_RATIO", "CENTERING_SAMPLE", "centering_shift", "power_of_two_scale"]
+__all__ = ["CENTERING_RATIO", "CENTERING_SAMPLE", "centering_shift", "power_of_two_scale",
+           "squared_norm_limit"]
 
 #: Dense data whose mean lies farther from the origin than this many times their spread
 #: (squared lengths) are centred (see :func:`centering_shift`).
 CENTERING_RATIO = 16.0
 #: Rows (evenly spaced) from which :func:`centering_shift` estimates the mean and spread.
 CENTERING_SAMPLE = 4096
+
+
+def squared_norm_limit(dtype):
+    """The largest squared norm whose squared distances stay finite in ``dtype``.
+
+    ``max / 16`` of the dtype: for squared norms below it, every term of
+    ``||x||^2 - 2 x.c + ||c||^2`` and the distance itself (at most
+    ``2 ||x||^2 + 2 ||c||^2``) stay below ``max / 4``. The engines refuse data
+    and centroids beyond it (:func:`softkmeans._engines.check_magnitude`).
+
+    Parameters
+    ----------
+    dtype : dtype
+        A float dtype (numpy's, or a namespace's float32 or float64).
+
+    Returns
+    -------
+    float
+    """
+    return float(np.finfo(host_dtype(dtype)).max) / 16
 
 
 def centering_shift(X):

@@ -174,7 +174,7 @@ class CupyEngine(ArrayEngine):
         return cupy.ascontiguousarray(cupy.asarray(a))  # CuPy 14 takes only CuPy arrays
 
 
-def check_cupy_array(estimator, X, reset):
+def check_cupy_array(X, estimator=None, reset=True):
     """Validate a CuPy input on the GPU (the counterpart of ``validate_data``).
 
     Dense ``cupy.ndarray`` and ``cupyx.scipy.sparse`` CSR matrices are accepted;
@@ -182,9 +182,10 @@ def check_cupy_array(estimator, X, reset):
 
     Parameters
     ----------
-    estimator : BaseSoftKMeans
     X : cupy.ndarray or cupyx CSR matrix
-    reset : bool
+    estimator : BaseSoftKMeans, default=None
+        Whose ``n_features_in_`` is set or checked; None for a function.
+    reset : bool, default=True
         Set ``n_features_in_`` (in ``fit``) or check it (afterwards).
 
     Returns
@@ -210,9 +211,9 @@ def check_cupy_array(estimator, X, reset):
                          "feature are required.")
     if not bool(cupy.isfinite(values).all()):
         raise ValueError("Input X contains NaN or infinity.")
-    if reset:
+    if estimator is not None and reset:
         estimator.n_features_in_ = X.shape[1]
-    elif X.shape[1] != estimator.n_features_in_:
+    elif estimator is not None and X.shape[1] != estimator.n_features_in_:
         raise ValueError(
             f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting "
             f"{estimator.n_features_in_} features as input."

@@ -12,12 +12,11 @@ import inspect
 import numpy as np
 from sklearn.cluster import _kmeans, kmeans_plusplus
 
-from .._core.responsibilities import RelaxationSpec
+from .._core.responsibilities import HARD
 from .._core.temperature import exact_zero_distances, lambda_max
 
 __all__ = ["InMemorySteps", "kmeans_plusplus_rows"]
 
-_HARD = RelaxationSpec("hard")
 
 #: The parameters of scikit-learn's unvalidated k-means++ that :func:`kmeans_plusplus_rows`
 #: calls; another signature (another scikit-learn) falls back to the public function.
@@ -61,7 +60,7 @@ class InMemorySteps:
         """``(weighted mean, any positive)`` of the squared distances to the nearest of
         ``centers``: exact zeros for observations equal to a centroid
         (:func:`exact_zero_distances`), "any positive" over positive weights."""
-        start = self.estep(centers, _HARD, with_sums=False)
+        start = self.estep(centers, HARD, with_sums=False)
         dmin = exact_zero_distances(self.X, centers, start.labels, start.dmin, self.x_sq,
                                     self.unit_roundoff)
         weights = self.sample_weight

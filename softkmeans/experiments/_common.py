@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from sklearn.cluster import kmeans_plusplus
 
-from .._core.optimize import HARD, alternating, weighted_means
+from .._core.optimize import alternating, weighted_means
+from .._core.responsibilities import HARD
 from .._engines import get_engine
 from ..datasets import DATASETS, load
 

@@ -6,8 +6,9 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from .._core import bounds
-from .._core.optimize import HARD, alternating, gradient_descent
-from .._core.responsibilities import RelaxationSpec, block_responsibilities
+from .._core.optimize import alternating, gradient_descent
+from .._core.responsibilities import HARD, RelaxationSpec
+from .._engines._array_kernels import block_responsibilities
 
 __all__ = ["METHODS", "spec_for", "run_method", "iterate_states", "lloyd_path",
            "trajectory_constants", "padded", "matched_distance"]

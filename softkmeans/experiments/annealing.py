@@ -11,8 +11,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
-from .._core.optimize import HARD, alternating, anneal
-from .._core.responsibilities import RelaxationSpec
+from .._core.optimize import alternating, anneal
+from .._core.responsibilities import HARD, RelaxationSpec
 from .._core.temperature import lambda_max, paper_schedule
 from ..datasets import PLANAR
 from ._common import Progress, fmt, percent

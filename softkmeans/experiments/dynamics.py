@@ -6,8 +6,8 @@ import time
 import numpy as np
 
 from .._core import bounds
-from .._core.optimize import HARD, alternating, gradient
-from .._core.responsibilities import RelaxationSpec
+from .._core.optimize import alternating, gradient
+from .._core.responsibilities import HARD, RelaxationSpec
 from ._common import Progress, fmt, percent
 from ._paths import METHODS, iterate_states, matched_distance, run_method, spec_for
 from .report import Claim, FamilyResult, Table

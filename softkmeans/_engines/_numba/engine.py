@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..._core.bounds import UNIT_ROUNDOFF, unit_roundoff
-from ..._core.responsibilities import RelaxationSpec
+from ..._core.responsibilities import HARD, RelaxationSpec
 from ..._jit import read_only
 from .._array import NumpyEngine, first_equal_rows, row_sq_norms
 from .._chunks import row_blocks
@@ -65,7 +65,6 @@ from .threads import effective_n_threads, run_in_threads, slot_layout
 
 __all__ = ["NumbaEngine"]
 
-_HARD = RelaxationSpec("hard")
 #: A pass gets one more thread per this many multiply-adds of its distance computation;
 #: below it, waking a thread costs more than it saves.
 WORK_PER_THREAD = 1 << 22
@@ -426,12 +425,12 @@ class NumbaEngine(InMemorySteps):
         return self._reference().sq_distances(centers, dtype, sqrt)
 
     def _kernel_sq_distances(self, centers, dtype=np.float64, sqrt=False):
-        return self._output_pass(centers, _HARD, OUT_DIST, dtype, sqrt)
+        return self._output_pass(centers, HARD, OUT_DIST, dtype, sqrt)
 
     def max_sq_distances(self, points):
         """``max_i ||x_i - p||^2`` over the observations with positive weight, for every point."""
         out = np.zeros((self._slots(*points.shape)[0], points.shape[0]))
-        self._pass(points, _HARD, False, OUT_FARTHEST, out)
+        self._pass(points, HARD, False, OUT_FARTHEST, out)
         return out.max(axis=0)
 
     def log_sum_exp(self, centers, sigma):

@@ -2,7 +2,8 @@
 
 Every function here is compiled by numba and works on one row ``d`` of squared
 distances (float64, length ``n_clusters``). They compute the same quantities as
-:mod:`softkmeans._core.responsibilities` (the oracle) but only on the centroids
+the reference kernels (:class:`softkmeans._engines._array_kernels.ArrayKernels`,
+the oracle), written once more for one row at a time, but only on the centroids
 that can carry a responsibility, and they write those responsibilities
 compactly: ``idx[:m]`` (centroid indices) and ``val[:m]`` (their weights).
 
