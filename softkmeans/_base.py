@@ -729,6 +729,9 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         """
         first = not hasattr(self, "cluster_centers_")
         if not first:
+            # _fit_context validates a fitted model's parameters only at its first call;
+            # decay, reassignment_ratio, backend and n_threads apply from each batch
+            self._validate_params()
             self._check_stream_parameters()
         X = validate_X(X, self, reset=first)
         sample_weight = _host_sample_weight(sample_weight, X)

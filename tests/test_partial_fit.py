@@ -174,6 +174,12 @@ def test_decay_changes_between_calls_apply_to_the_next_batch():
     a.set_params(decay=0.5).partial_fit(X[30:])
     b.partial_fit(X[30:])
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    centers = a.cluster_centers_.copy()
+    for setting in ({"decay": 1.5}, {"reassignment_ratio": -1.0}, {"n_threads": 0}):
+        with pytest.raises(ValueError, match=next(iter(setting))):  # checked at every batch
+            a.set_params(**setting).partial_fit(X[30:])
+        a.set_params(decay=0.5, reassignment_ratio=0.01, n_threads=None)
+    np.testing.assert_array_equal(a.cluster_centers_, centers)
 
 
 @pytest.mark.parametrize("Estimator", ESTIMATORS)
