@@ -11,7 +11,7 @@ from sklearn.cluster import KMeans
 from sklearn.mixture import GaussianMixture
 
 from softkmeans import AnnealedKMeans
-from softkmeans._core.path_mixtures import mixture_log_likelihood
+from softkmeans._core.path_mixtures import Mixture, mixture_log_likelihood
 
 
 def _blobs(k=4, d=3, per_cluster=50, seed=0):
@@ -131,8 +131,8 @@ def test_log_likelihood_is_that_of_the_spherical_mixture():
     gmm.weights_, gmm.means_, gmm.covariances_ = weights, centers, variances
     gmm.precisions_cholesky_ = 1 / np.sqrt(variances)
     sample_weight = rng.uniform(0, 2, len(X))
-    log_likelihood, entropy = mixture_log_likelihood(X, sample_weight, centers, weights,
-                                                     variances)
+    [(log_likelihood, entropy)] = mixture_log_likelihood(
+        X, sample_weight, centers, [Mixture(weights, variances, None, None)])
     assert log_likelihood == pytest.approx(float(sample_weight @ gmm.score_samples(X)),
                                            rel=1e-12)
     assert entropy == pytest.approx(
@@ -149,8 +149,8 @@ def test_log_likelihood_with_principal_axes_is_that_of_their_gaussians():
         w * multivariate_normal(c, s * np.eye(3) + (a - s) * np.outer(v, v)).pdf(X)
         for w, c, v, s, a in zip(weights, centers, axes, across, along, strict=True)]
     sample_weight = rng.uniform(0, 2, len(X))
-    log_likelihood, entropy = mixture_log_likelihood(X, sample_weight, centers, weights,
-                                                     across, axes, along)
+    [(log_likelihood, entropy)] = mixture_log_likelihood(
+        X, sample_weight, centers, [Mixture(weights, across, axes, along)])
     total = np.sum(densities, axis=0)
     assert log_likelihood == pytest.approx(float(sample_weight @ np.log(total)), rel=1e-12)
     assert entropy == pytest.approx(

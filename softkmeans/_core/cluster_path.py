@@ -36,7 +36,7 @@ from .mass_constrained import (
     with_growth,
 )
 from .optimize import HARD, alternating
-from .path_mixtures import axis_mixture, spherical_mixture
+from .path_mixtures import partition_mixtures
 from .split_merge import widest_cut
 
 __all__ = ["PathPoint", "anneal_choosing_k", "choose_k", "cluster_path"]
@@ -134,15 +134,18 @@ def _merge_closest(run):
     return np.vstack([np.delete(centers, [a, b], axis=0), mean])
 
 
-def _lower(candidate, current):
-    """``candidate`` where it has as many centroids as ``current`` and a lower ``J``."""
+def _lower(lloyd, polish, start, current):
+    """The fit polished from ``start`` where it has as many centroids as ``current`` and a
+    lower ``J``, else ``current``. Hartigan's moves, which only lower ``J``, run only where
+    Lloyd's algorithm from ``start`` already went below ``current``."""
+    candidate = lloyd(start)
     if (len(candidate.centers) == len(current.centers)
             and candidate.stats.inertia < current.stats.inertia):
-        return candidate
+        return polish(candidate.centers)
     return current
 
 
-def _cut_upwards(engine, runs, polish):
+def _cut_upwards(engine, runs, lloyd, polish):
     """Going up ``runs`` (one per ``k``), each fit of ``k - 1`` with its widest cluster cut
     in two (:func:`widest_cut`, on the merge-and-split search's sample), polished, replaces
     that of ``k`` where its ``J`` is lower."""
@@ -151,7 +154,8 @@ def _cut_upwards(engine, runs, polish):
         return
     cache = {}
     for i in range(2, len(runs)):
-        runs[i] = _lower(polish(widest_cut(*sample, runs[i - 1].centers, cache)), runs[i])
+        runs[i] = _lower(lloyd, polish, widest_cut(*sample, runs[i - 1].centers, cache),
+                         runs[i])
 
 
 def cluster_path(engine, growth, n_clusters, *, max_iter, tol):
@@ -173,23 +177,24 @@ def cluster_path(engine, growth, n_clusters, *, max_iter, tol):
     list of PathPoint
         By increasing ``n_clusters``.
     """
+    def lloyd(start):
+        return alternating(engine, start, HARD, max_iter=max_iter, tol=tol, empty="reseed")
+
     def polish(start):
         return polish_and_search(engine, start, max_iter=max_iter, tol=tol, search=False)[0]
 
     X, w = engine.X, engine.sample_weight
-    mean_run = alternating(engine, np.zeros((1, X.shape[1])), HARD, max_iter=max_iter, tol=tol,
-                           empty="reseed")
+    mean_run = lloyd(np.zeros((1, X.shape[1])))
     floor = _VARIANCE_FLOOR * mean_run.stats.inertia / (w.sum() * X.shape[1])
     stages = _stages(growth, mean_run.centers[0])
     runs = [mean_run] + [polish(codebook) for _, _, _, codebook in stages[1:]]
-    _cut_upwards(engine, runs, polish)
+    _cut_upwards(engine, runs, lloyd, polish)
     for i in range(len(runs) - 2, 0, -1):  # downwards: each k from the k + 1 kept
-        runs[i] = _lower(polish(_merge_closest(runs[i + 1])), runs[i])
+        runs[i] = _lower(lloyd, polish, _merge_closest(runs[i + 1]), runs[i])
     path, axes = [], {}
     for (k, appeared, split, codebook), run in zip(stages[:n_clusters], runs, strict=False):
         partition = (X, w, run.centers, run.stats.labels, run.stats.dmin, floor)
-        spherical = spherical_mixture(*partition)
-        axis = axis_mixture(*partition, axes)
+        spherical, axis = partition_mixtures(*partition, axes)
         path.append(PathPoint(k, appeared, split, codebook, run.centers, run.stats.inertia,
                               spherical.weights, spherical.variances,
                               spherical.log_likelihood, spherical.bic, spherical.entropy,

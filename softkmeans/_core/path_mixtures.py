@@ -30,7 +30,7 @@ from .centred_rows import CentredRows
 from .hartigan import dense_rows
 from .split_merge import EIGH_MAX_FEATURES, principal_axis
 
-__all__ = ["Mixture", "axis_mixture", "mixture_log_likelihood", "spherical_mixture"]
+__all__ = ["Mixture", "mixture_log_likelihood", "partition_mixtures"]
 
 #: Entries of one block of the likelihood's distances.
 _BLOCK_ELEMENTS = 1 << 18
@@ -49,6 +49,7 @@ class Mixture:
         The unit principal axes (None for the spherical mixture).
     axis_variances : ndarray of shape (n_clusters,) or None
         The variance along each axis.
+    n_parameters : int
     log_likelihood, bic, entropy, icl : float
     """
 
@@ -56,73 +57,76 @@ class Mixture:
     variances: np.ndarray
     axes: object
     axis_variances: object
+    n_parameters: int = 0
     log_likelihood: float = 0.0
     bic: float = 0.0
     entropy: float = 0.0
     icl: float = 0.0
 
 
-def mixture_log_likelihood(X, sample_weight, centers, weights, variances, axes=None,
-                           axis_variances=None):
-    """``sum_i w_i log sum_j pi_j N(x_i; mu_j, Sigma_j)`` and the posterior's entropy.
+def mixture_log_likelihood(X, sample_weight, centers, mixtures):
+    """``sum_i w_i log sum_j pi_j N(x_i; mu_j, Sigma_j)`` and the posterior's entropy of each
+    of ``mixtures``, from one pass over X.
 
-    ``Sigma_j = s_j^2 I``, or with ``axes``, ``s_j^2 (I - v_j v_j^T) + a_j v_j v_j^T``.
+    ``Sigma_j = s_j^2 I``, or with axes, ``s_j^2 (I - v_j v_j^T) + a_j v_j v_j^T``.
 
     Parameters
     ----------
     X : ndarray or CSR matrix of shape (n_samples, n_features)
     sample_weight : ndarray of shape (n_samples,)
     centers : ndarray of shape (n_clusters, n_features)
-    weights, variances : ndarray of shape (n_clusters,)
-        ``pi_j`` and ``s_j^2``.
-    axes : ndarray of shape (n_clusters, n_features), default=None
-        The unit vectors ``v_j``.
-    axis_variances : ndarray of shape (n_clusters,), default=None
-        ``a_j``.
+        The means ``mu_j``, shared by the mixtures.
+    mixtures : list of Mixture
+        Their ``weights`` (``pi_j``), ``variances`` (``s_j^2``), and ``axes``
+        (``v_j``) and ``axis_variances`` (``a_j``) or None.
 
     Returns
     -------
-    log_likelihood : float
-    entropy : float
-        ``-sum_i w_i sum_j t_ij log t_ij``, ``t_ij`` the posterior of component
-        ``j`` at ``x_i``.
+    list of (log_likelihood, entropy)
+        The entropy is ``-sum_i w_i sum_j t_ij log t_ij``, ``t_ij`` the posterior
+        of component ``j`` at ``x_i``.
     """
     d = X.shape[1]
     shift = centers.mean(axis=0)
     shifted = centers - shift
     c_sq = np.einsum("ij,ij->i", shifted, shifted)
-    with np.errstate(divide="ignore"):
-        log_norm = np.log(weights) - 0.5 * d * np.log(2 * np.pi * variances)
-    if axes is not None:
-        log_norm -= 0.5 * np.log(axis_variances / variances)
-        centre_along = np.einsum("ij,ij->i", shifted, axes)
-        extra = 0.5 / variances - 0.5 / axis_variances  # of the squared projection
+    terms = [_gaussian_terms(mixture, shifted, d) for mixture in mixtures]
     step = max(1, _BLOCK_ELEMENTS // max(len(centers), d))
-    total, entropy = 0.0, 0.0
+    totals = np.zeros((len(mixtures), 2))
     for start in range(0, X.shape[0], step):
         block = dense_rows(X, slice(start, start + step)) - shift
-        sq = np.einsum("ij,ij->i", block, block)[:, None] - 2 * block @ shifted.T + c_sq
-        log_joint = log_norm - np.maximum(sq, 0.0) / (2 * variances)
-        if axes is not None:
-            log_joint += extra * (block @ axes.T - centre_along) ** 2
-        log_p = logsumexp(log_joint, axis=1)
-        log_post = log_joint - log_p[:, None]
+        sq = np.maximum(np.einsum("ij,ij->i", block, block)[:, None] - 2 * block @ shifted.T
+                        + c_sq, 0.0)
         w = sample_weight[start:start + step]
-        total += float(w @ log_p)
-        with np.errstate(invalid="ignore"):  # 0 log 0 of an empty component
-            terms = np.where(log_post > -np.inf, np.exp(log_post) * log_post, 0.0)
-        entropy -= float(w @ terms.sum(axis=1))
-    return total, entropy
+        for total, (mixture, (log_norm, centre_along, extra)) in zip(
+                totals, zip(mixtures, terms, strict=True), strict=True):
+            log_joint = log_norm - sq / (2 * mixture.variances)
+            if mixture.axes is not None:
+                log_joint += extra * (block @ mixture.axes.T - centre_along) ** 2
+            total += _log_likelihood_and_entropy(log_joint, w)
+    return [tuple(map(float, total)) for total in totals]
 
 
-def _scored(mixture, X, sample_weight, centers, n_parameters):
-    """``mixture`` with its log-likelihood, BIC, entropy and ICL on ``X``."""
-    mixture.log_likelihood, mixture.entropy = mixture_log_likelihood(
-        X, sample_weight, centers, mixture.weights, mixture.variances, mixture.axes,
-        mixture.axis_variances)
-    mixture.bic = -2 * mixture.log_likelihood + n_parameters * np.log(sample_weight.sum())
-    mixture.icl = mixture.bic + 2 * mixture.entropy
-    return mixture
+def _gaussian_terms(mixture, shifted, d):
+    """``(log normaliser, projections of the shifted means on the axes, coefficient of the
+    squared projection)`` of each component (the last two None without axes)."""
+    with np.errstate(divide="ignore"):
+        log_norm = np.log(mixture.weights) - 0.5 * d * np.log(2 * np.pi * mixture.variances)
+    if mixture.axes is None:
+        return log_norm, None, None
+    log_norm = log_norm - 0.5 * np.log(mixture.axis_variances / mixture.variances)
+    return (log_norm, np.einsum("ij,ij->i", shifted, mixture.axes),
+            0.5 / mixture.variances - 0.5 / mixture.axis_variances)
+
+
+def _log_likelihood_and_entropy(log_joint, w):
+    """``(sum_i w_i log p_i, -sum_i w_i sum_j t_ij log t_ij)`` of a block's joint
+    log-densities."""
+    log_p = logsumexp(log_joint, axis=1)
+    log_post = log_joint - log_p[:, None]
+    with np.errstate(invalid="ignore"):  # 0 log 0 of an empty component
+        terms = np.where(log_post > -np.inf, np.exp(log_post) * log_post, 0.0)
+    return np.array([w @ log_p, -(w @ terms.sum(axis=1))])
 
 
 def _masses_and_spreads(sample_weight, labels, dmin, k):
@@ -144,33 +148,59 @@ def _axis_and_spread(X, sample_weight, members, center):
     return axis, float(w @ (centred @ axis) ** 2)
 
 
-def spherical_mixture(X, sample_weight, centers, labels, dmin, floor):
-    """The spherical mixture of the partition (``labels``, ``dmin`` its squared distances),
-    variances floored at ``floor``, scored with ``k (d + 2) - 1`` parameters."""
-    k, d = centers.shape
-    masses, spreads = _masses_and_spreads(sample_weight, labels, dmin, k)
-    variances = np.full(k, floor)
-    full = masses > 0
-    variances[full] = np.maximum(spreads[full] / (masses[full] * d), floor)
-    mixture = Mixture(masses / masses.sum(), variances, None, None)
-    return _scored(mixture, X, sample_weight, centers, k * (d + 2) - 1)
+def partition_mixtures(X, sample_weight, centers, labels, dmin, floor, cache):
+    """The spherical and the principal-axis mixture of a partition, with their criteria.
 
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n_samples, n_features)
+    sample_weight : ndarray of shape (n_samples,)
+    centers : ndarray of shape (n_clusters, n_features)
+        The partition's centroids.
+    labels, dmin : ndarray of shape (n_samples,)
+        Each row's cluster and squared distance to its centroid.
+    floor : float
+        The least variance.
+    cache : dict
+        Each cluster's axis and scatter along it by a digest of its members, for
+        the other partitions of the path that hold the same cluster (its
+        centroid, their mean at a K-Means fixed point, is then the same too).
 
-def axis_mixture(X, sample_weight, centers, labels, dmin, floor, cache):
-    """The principal-axis mixture of the partition (as :func:`spherical_mixture`), scored
-    with ``k (2 d + 2) - 1`` parameters (a mean, an axis, two variances and a weight per
-    cluster); with one feature, where it is the spherical one, its criteria are ``inf``.
-
-    ``cache`` (a dict) keeps each cluster's axis and scatter along it by a digest of its
-    members, for the other partitions of the path that hold the same cluster (its centroid,
-    their mean at a K-Means fixed point, is then the same too).
+    Returns
+    -------
+    spherical, axis : Mixture
+        With ``k (d + 2) - 1`` and ``k (2 d + 2) - 1`` parameters; with one
+        feature, where the second is the first, its criteria are ``inf``.
     """
     k, d = centers.shape
     masses, spreads = _masses_and_spreads(sample_weight, labels, dmin, k)
+    weights = masses / masses.sum()
+    variances = np.full(k, floor)
+    full = masses > 0
+    variances[full] = np.maximum(spreads[full] / (masses[full] * d), floor)
+    spherical = Mixture(weights, variances, None, None, k * (d + 2) - 1)
     if d == 1:
-        return Mixture(masses / masses.sum(), np.full(k, np.nan), np.ones((k, 1)),
-                       spreads / np.maximum(masses, np.finfo(float).tiny), np.nan, np.inf,
-                       np.nan, np.inf)
+        axis = Mixture(weights, np.full(k, np.nan), np.ones((k, 1)), variances, 0, np.nan,
+                       np.inf, np.nan, np.inf)
+        return _scored(X, sample_weight, centers, [spherical])[0], axis
+    axis = _axis_mixture(X, sample_weight, centers, labels, masses, spreads, floor, cache)
+    return tuple(_scored(X, sample_weight, centers, [spherical, axis]))
+
+
+def _scored(X, sample_weight, centers, mixtures):
+    """``mixtures`` with their log-likelihood, BIC, entropy and ICL on ``X``."""
+    log_total = np.log(sample_weight.sum())
+    for mixture, (log_likelihood, entropy) in zip(
+            mixtures, mixture_log_likelihood(X, sample_weight, centers, mixtures), strict=True):
+        mixture.log_likelihood, mixture.entropy = log_likelihood, entropy
+        mixture.bic = -2 * log_likelihood + mixture.n_parameters * log_total
+        mixture.icl = mixture.bic + 2 * entropy
+    return mixtures
+
+
+def _axis_mixture(X, sample_weight, centers, labels, masses, spreads, floor, cache):
+    """The principal-axis mixture of a partition of two features or more (unscored)."""
+    k, d = centers.shape
     axes = np.zeros((k, d))
     axes[:, 0] = 1.0  # of an empty cluster
     along = np.full(k, floor)
@@ -184,5 +214,4 @@ def axis_mixture(X, sample_weight, centers, labels, dmin, floor, cache):
         spread_along = min(spread_along, spreads[j])
         across[j] = max((spreads[j] - spread_along) / (masses[j] * (d - 1)), floor)
         along[j] = max(spread_along / masses[j], across[j])
-    mixture = Mixture(masses / masses.sum(), across, axes, along)
-    return _scored(mixture, X, sample_weight, centers, k * (2 * d + 2) - 1)
+    return Mixture(masses / masses.sum(), across, axes, along, k * (2 * d + 2) - 1)
