@@ -31,6 +31,8 @@ Run from the repository root::
 
 ``--out DIR`` writes ``choose_k.md`` (the printed report), ``choose_k.rst`` (its tables for
 the docs) and ``choose_k.json`` (every figure). ``--quick`` runs four small datasets (tests).
+``--draw N`` draws the synthetic datasets with other seeds (those of the default draw plus
+``10 N``; iris, wine and digits stay), to check a rule on data it was not chosen on.
 """
 
 import argparse
@@ -352,14 +354,17 @@ def parse(argv):
     parser.add_argument("--ref-runs", type=int, default=10,
                         help="KMeans starts of J* for the path's J / J* (0: skip)")
     parser.add_argument("--gap-draws", type=int, default=5, help="reference draws of the gap")
+    parser.add_argument("--draw", type=int, default=0,
+                        help="draw the synthetic datasets with their seeds plus 10 * DRAW")
     parser.add_argument("--out", type=Path, help="folder for choose_k.md, .rst and .json")
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse(argv)
-    data = quick_datasets() if args.quick else [*blobs(), *unequal_and_anisotropic(),
-                                                *fcps_like(), *real()]
+    shift = 10 * args.draw
+    data = quick_datasets() if args.quick else [
+        *blobs(shift), *unequal_and_anisotropic(1 + shift), *fcps_like(2 + shift), *real()]
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -6,10 +6,11 @@ Choosing the number of clusters from one annealed fit
 codevector at the data mean, splitting one codevector at each phase transition,
 so that one fit visits every ``k`` from 1 to ``K``. Each ``k`` is polished into a
 K-Means fixed point and scored by the ICL (the BIC plus twice the posterior's
-entropy) of the isotropic Gaussian mixture of its clusters; the smallest ICL is
-kept. Left: the phase diagram, each ``k`` drawn over the temperatures at which
-it lasts. Right: the polished distortion ``J``, the ICL and the BIC against
-``k``. The data are seven blobs of unequal sizes.
+entropy) of two Gaussian mixtures of its clusters, a spherical one and one with
+a principal axis per cluster; the smallest ICL is kept. Left: the phase
+diagram, each ``k`` drawn over the temperatures at which it lasts. Right: the
+polished distortion ``J``, the two ICLs and the spherical BIC against ``k``.
+The data are seven blobs of unequal sizes.
 """
 
 import matplotlib.pyplot as plt

@@ -58,11 +58,11 @@ class AnnealedKMeans(BaseSoftKMeans):
     ``n_clusters="auto"`` (mass-constrained only) chooses the number of
     clusters from one growth: the codebook splits one codevector at a time up
     to ``max_clusters``, the codebook of every ``k`` is polished (Lloyd's
-    algorithm and Hartigan's moves, then merges going down the path) and
-    scored by the ICL (the BIC plus twice the posterior's entropy) of the
-    isotropic Gaussian mixture fitted to its clusters (their shares as
-    weights, one variance per cluster); the ``k`` of smallest ICL is finished
-    as an integer ``n_clusters`` would be.
+    algorithm and Hartigan's moves, then cuts going up the path and merges
+    going down) and scored by the ICL (the BIC plus twice the posterior's
+    entropy) of two Gaussian mixtures fitted to its clusters (their shares as
+    weights): a spherical one, and one with a principal axis per cluster; the
+    ``k`` of smallest ICL is finished as an integer ``n_clusters`` would be.
     ``cluster_path_`` keeps every ``k`` (the user guide's page "Choosing the
     number of clusters").
 
@@ -116,14 +116,18 @@ class AnnealedKMeans(BaseSoftKMeans):
         for one) and of the next one; ``codebook``, the codevectors just before
         the next transition; ``centers`` and ``inertia``, the polished fit
         (Lloyd's algorithm and Hartigan's moves) from them or, where its ``J``
-        is lower, from the fit at ``k + 1`` with its two closest clusters
-        merged; ``weights`` and ``variances``, the isotropic mixture's (each
-        cluster's share of the weight and its variance per feature,
-        ``J_j / (m_j d)``);
+        is lower, from the fit at ``k - 1`` with its widest cluster cut in two
+        or the fit at ``k + 1`` with its two closest clusters merged;
+        ``weights`` and ``variances``, the spherical mixture's (each cluster's
+        share of the weight and its variance per feature, ``J_j / (m_j d)``);
         ``log_likelihood``, the mixture's on the training data; ``bic``,
         ``-2 log_likelihood + (k (d + 2) - 1) log W``, ``W`` the total sample
         weight; ``entropy``, ``-sum_i w_i sum_j t_ij log t_ij`` of the
-        mixture's posterior ``t``; ``icl``, ``bic + 2 entropy``.
+        mixture's posterior ``t``; ``icl``, ``bic + 2 entropy``; ``axes``,
+        ``axis_variances`` and ``across_variances``, the principal-axis
+        mixture's unit axes and its variances along them and per feature
+        across them; ``axis_bic`` and ``axis_icl``, its criteria (with
+        ``k (2 d + 2) - 1`` parameters; ``inf`` with one feature).
     cluster_centers_ : ndarray of shape ``(n_clusters_, n_features)``
         The polished centroids (a K-Means fixed point): each is the mean of its
         observations; one that the polish leaves without observations moves onto

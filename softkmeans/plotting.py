@@ -11,9 +11,10 @@ def plot_cluster_path(model, axes=None):
 
     Left: the number of codevectors against the temperature ``sigma`` (log
     scale), each ``k`` drawn from the transition that made it to the next one.
-    Right: the polished distortion ``J`` against ``k``, with the ICL (the
-    criterion) and the BIC on a second axis; the chosen ``k`` (``n_clusters_``)
-    is marked on both.
+    Right: the polished distortion ``J`` against ``k``, with the ICL of the
+    spherical and of the principal-axis mixture (the criterion is the smaller)
+    and the spherical mixture's BIC on a second axis; the chosen ``k``
+    (``n_clusters_``) is marked on both.
 
     Parameters
     ----------
@@ -63,9 +64,11 @@ def plot_cluster_path(model, axes=None):
     distortion.set(yscale="log", xlabel="k", ylabel="polished J",
                    title="Distortion and criteria")
     criteria = distortion.twinx()
-    for key, style in (("icl", "s-"), ("bic", "^:")):
-        criteria.plot(ks, [point[key] for point in path], style, color="C1", ms=3,
-                      label=key.upper())
-    criteria.set_ylabel("ICL, BIC", color="C1")
+    for key, style, color, label in (("icl", "s-", "C1", "ICL, spherical"),
+                                     ("axis_icl", "d-", "C2", "ICL, principal axes"),
+                                     ("bic", "^:", "C4", "BIC, spherical")):
+        criteria.plot(ks, [point[key] for point in path], style, color=color, ms=3,
+                      label=label)
+    criteria.set_ylabel("ICL, BIC")
     criteria.legend(loc="upper center")
     return axes

@@ -5,12 +5,13 @@ import pickle
 import numpy as np
 import pytest
 from scipy.special import entr
+from scipy.stats import multivariate_normal
 from sklearn.base import clone
 from sklearn.cluster import KMeans
 from sklearn.mixture import GaussianMixture
 
 from softkmeans import AnnealedKMeans
-from softkmeans._core.cluster_path import mixture_log_likelihood
+from softkmeans._core.path_mixtures import Mixture, mixture_log_likelihood
 
 
 def _blobs(k=4, d=3, per_cluster=50, seed=0):
@@ -90,19 +91,35 @@ def test_fitted_model_is_the_chosen_point(fitted):
 
 
 def test_icl_keeps_elongated_and_uniform_clusters_whole():
-    """Where the BIC splits them (past about 3:1 the ICL splits elongated ones too)."""
+    """Where the spherical mixture's BIC splits them."""
     rng = np.random.default_rng(0)
     stretch = np.array([[2.0, 0.0], [0.0, 1.0]])
     X = np.vstack([rng.standard_normal((200, 2)) @ stretch + c for c in ([0, 0], [0, 8])])
-    _check_icl_finds_two(X)
+    _check_icl_finds(X, 2)
     squares = np.random.default_rng(1).uniform(-1, 1, (600, 2)) @ [[1, 1], [-1, 1]]
-    _check_icl_finds_two(np.vstack([squares[:300] - [2, 0], squares[300:] + [2, 0]]))
+    _check_icl_finds(np.vstack([squares[:300] - [2, 0], squares[300:] + [2, 0]]), 2)
 
 
-def _check_icl_finds_two(X):
+def test_principal_axes_keep_long_clusters_of_any_direction_whole():
+    """Three 5:1 clusters, each along its own direction in 4 dimensions: the spherical
+    mixture's ICL cuts them, the principal-axis mixture's does not."""
+    rng = np.random.default_rng(3)
+    parts = []
+    for centre in ([0, 0, 0, 0], [25, 0, 0, 0], [0, 25, 0, 0]):
+        rotation = np.linalg.qr(rng.standard_normal((4, 4)))[0]
+        noise = rng.standard_normal((150, 4)) * [5.0, 1.0, 1.0, 1.0]
+        parts.append(noise @ rotation + centre)
+    path = _check_icl_finds(np.vstack(parts), 3)
+    assert np.argmin([p["icl"] for p in path]) + 1 > 3
+    assert path[2]["axis_variances"] == pytest.approx([25.0] * 3, rel=0.25)
+    assert path[2]["across_variances"] == pytest.approx([1.0] * 3, rel=0.25)
+
+
+def _check_icl_finds(X, k):
     model = AnnealedKMeans("auto", max_clusters=8).fit(X)
     bic_k = model.cluster_path_[int(np.argmin([p["bic"] for p in model.cluster_path_]))]
-    assert model.n_clusters_ == 2 and bic_k["n_clusters"] > 2
+    assert model.n_clusters_ == k and bic_k["n_clusters"] > k
+    return model.cluster_path_
 
 
 def test_log_likelihood_is_that_of_the_spherical_mixture():
@@ -114,19 +131,37 @@ def test_log_likelihood_is_that_of_the_spherical_mixture():
     gmm.weights_, gmm.means_, gmm.covariances_ = weights, centers, variances
     gmm.precisions_cholesky_ = 1 / np.sqrt(variances)
     sample_weight = rng.uniform(0, 2, len(X))
-    log_likelihood, entropy = mixture_log_likelihood(X, sample_weight, centers, weights,
-                                                     variances)
+    [(log_likelihood, entropy)] = mixture_log_likelihood(
+        X, sample_weight, centers, [Mixture(weights, variances, None, None)])
     assert log_likelihood == pytest.approx(float(sample_weight @ gmm.score_samples(X)),
                                            rel=1e-12)
     assert entropy == pytest.approx(
         float(sample_weight @ entr(gmm.predict_proba(X)).sum(axis=1)), rel=1e-9)
 
 
+def test_log_likelihood_with_principal_axes_is_that_of_their_gaussians():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((100, 3))
+    centers, weights = rng.standard_normal((2, 3)), np.array([0.4, 0.6])
+    axes = np.linalg.qr(rng.standard_normal((3, 2)))[0].T
+    across, along = np.array([0.5, 2.0]), np.array([3.0, 2.5])
+    densities = [
+        w * multivariate_normal(c, s * np.eye(3) + (a - s) * np.outer(v, v)).pdf(X)
+        for w, c, v, s, a in zip(weights, centers, axes, across, along, strict=True)]
+    sample_weight = rng.uniform(0, 2, len(X))
+    [(log_likelihood, entropy)] = mixture_log_likelihood(
+        X, sample_weight, centers, [Mixture(weights, across, axes, along)])
+    total = np.sum(densities, axis=0)
+    assert log_likelihood == pytest.approx(float(sample_weight @ np.log(total)), rel=1e-12)
+    assert entropy == pytest.approx(
+        float(sample_weight @ entr(np.array(densities) / total).sum(axis=0)), rel=1e-9)
+
+
 def test_path_table_is_pandas_ready(fitted):
     pd = pytest.importorskip("pandas")
     _, model = fitted
     table = pd.DataFrame(model.cluster_path_)
-    assert table.shape == (8, 12)
+    assert table.shape == (8, 17)
     assert table["n_clusters"].tolist() == list(range(1, 9))
 
 

@@ -15,6 +15,7 @@ def test_readme_usage_block_runs():
     namespace = {}
     exec(compile(code, str(README), "exec"), namespace)
     assert namespace["search"].best_params_ == {"sigma": 0.5}
+    assert namespace["auto"].n_clusters_ == 3 and len(namespace["auto"].cluster_path_) == 8
 
 
 def test_demo_prints_table(capsys):

@@ -6,39 +6,41 @@ phase transition that splits a codevector of ``k - 1`` and lasts until the
 next one. :func:`cluster_path` polishes the codebook of every ``k`` into a
 K-Means fixed point (Lloyd's algorithm, then Hartigan's moves; the
 merge-and-split search, which would cost more than the growth at every
-``k``, is left to the chosen one), then goes down the path once more: the
-fit of ``k + 1`` with its two closest clusters merged, polished, replaces
-that of ``k`` where its ``J`` is lower (a divisive growth cannot reach a
-best partition at ``k`` that is not a union of its clusters at a larger
-``k``). It fits to each the isotropic Gaussian mixture with one variance per cluster and the
-clusters' shares as weights (the hard-assignment estimates: ``pi_j = m_j /
-W``, ``s_j^2 = J_j / (m_j d)``); :func:`choose_k` takes the ``k`` whose
-mixture has the smallest ICL, the BIC plus twice the entropy of the
-mixture's posterior (Biernacki, Celeux and Govaert, "Assessing a mixture
-model for clustering with the integrated completed likelihood", IEEE TPAMI
-22(7), 2000): a cluster that is not Gaussian (elongated, uniform) gains
-likelihood when split, but its halves overlap, and the entropy charges for
-the overlap.
-"""
+``k``, is left to the chosen one), then goes up the path and down again:
+the fit of ``k - 1`` with its widest cluster cut in two, and then that of
+``k + 1`` with its two closest clusters merged, polished, replace that of
+``k`` where their ``J`` is lower (a divisive growth cannot reach a best
+partition at ``k`` that is not a union of its clusters at a larger ``k``).
+The growth goes one ``k`` past the last one kept, for the last to be merged
+down to as well. It fits two Gaussian mixtures to each partition, a spherical one
+and one with a principal axis per cluster
+(:mod:`~softkmeans._core.path_mixtures`); :func:`choose_k` takes the ``k``
+of smallest ICL over both, the mixture's BIC plus twice the entropy of its
+posterior (Biernacki, Celeux and Govaert, "Assessing a mixture model for
+clustering with the integrated completed likelihood", IEEE TPAMI 22(7),
+2000). A cluster that is not a spherical Gaussian gains likelihood when
+split, but the halves of an elongated cluster are what the principal-axis
+mixture fits as one component, and the halves of a uniform one overlap,
+which the entropy charges for."""
 
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .mass_constrained import (
     STAGE_MAX_ITER,
     finish_codebook,
     grow_codebook,
     polish_and_search,
+    search_sample,
     with_growth,
 )
 from .optimize import alternating
+from .path_mixtures import partition_mixtures
 from .responsibilities import HARD
-from .row_blocks import float64_blocks
+from .split_merge import widest_cut
 
-__all__ = ["PathPoint", "anneal_choosing_k", "choose_k", "cluster_path",
-           "mixture_log_likelihood"]
+__all__ = ["PathPoint", "anneal_choosing_k", "choose_k", "cluster_path"]
 
 #: A cluster's variance is at least this fraction of the data's variance per feature (a
 #: cluster on one point would otherwise have an unbounded likelihood).
@@ -63,16 +65,23 @@ class PathPoint:
     inertia : float
         Their distortion ``J``.
     weights, variances : ndarray of shape (n_clusters,)
-        The mixture's weights and isotropic variances.
+        The spherical mixture's weights and variances.
     log_likelihood : float
-        The mixture's log-likelihood of the training data (weighted).
+        The spherical mixture's log-likelihood of the training data (weighted).
     bic : float
         ``-2 log_likelihood + (n_clusters (n_features + 2) - 1) log W``, ``W`` the
         total sample weight.
     entropy : float
-        ``-sum_i w_i sum_j t_ij log t_ij`` of the mixture's posterior ``t``.
+        ``-sum_i w_i sum_j t_ij log t_ij`` of the spherical mixture's posterior ``t``.
     icl : float
         ``bic + 2 entropy``.
+    axes : ndarray of shape (n_clusters, n_features)
+        The principal-axis mixture's unit axes.
+    axis_variances, across_variances : ndarray of shape (n_clusters,)
+        Its variance along each axis and per feature across it.
+    axis_bic, axis_icl : float
+        Its BIC (with ``n_clusters (2 n_features + 2) - 1`` parameters) and ICL
+        (``inf`` with one feature, where it is the spherical mixture).
     run : RunResult
         The polished run (not part of :meth:`as_dict`).
     """
@@ -89,6 +98,11 @@ class PathPoint:
     bic: float
     entropy: float
     icl: float
+    axes: np.ndarray
+    axis_variances: np.ndarray
+    across_variances: np.ndarray
+    axis_bic: float
+    axis_icl: float
     run: object
 
     def as_dict(self):
@@ -108,57 +122,6 @@ def _stages(growth, mean):
     return stages
 
 
-def mixture_log_likelihood(X, sample_weight, centers, weights, variances):
-    """``sum_i w_i log sum_j pi_j N(x_i; mu_j, s_j^2 I)`` and the posterior's entropy.
-
-    Parameters
-    ----------
-    X : ndarray or CSR matrix of shape (n_samples, n_features)
-    sample_weight : ndarray of shape (n_samples,)
-    centers : ndarray of shape (n_clusters, n_features)
-    weights, variances : ndarray of shape (n_clusters,)
-
-    Returns
-    -------
-    log_likelihood : float
-    entropy : float
-        ``-sum_i w_i sum_j t_ij log t_ij``, ``t_ij`` the posterior of component
-        ``j`` at ``x_i``.
-    """
-    d = X.shape[1]
-    shift = centers.mean(axis=0)
-    shifted = centers - shift
-    c_sq = np.einsum("ij,ij->i", shifted, shifted)
-    with np.errstate(divide="ignore"):
-        log_norm = np.log(weights) - 0.5 * d * np.log(2 * np.pi * variances)
-    total, entropy = 0.0, 0.0
-    for rows, block in float64_blocks(X, width=max(len(centers), d)):
-        block = block - shift
-        sq = np.einsum("ij,ij->i", block, block)[:, None] - 2 * block @ shifted.T + c_sq
-        log_joint = log_norm - np.maximum(sq, 0.0) / (2 * variances)
-        log_p = logsumexp(log_joint, axis=1)
-        log_post = log_joint - log_p[:, None]
-        w = sample_weight[rows]
-        total += float(w @ log_p)
-        with np.errstate(invalid="ignore"):  # 0 log 0 of an empty component
-            terms = np.where(log_post > -np.inf, np.exp(log_post) * log_post, 0.0)
-        entropy -= float(w @ terms.sum(axis=1))
-    return total, entropy
-
-
-def _mixture(engine, stats, k, floor):
-    """The weights and variances of the mixture at a hard partition's statistics."""
-    w = engine.sample_weight
-    spread = np.bincount(stats.labels, weights=w * stats.dmin, minlength=k)
-    masses = np.bincount(stats.labels, weights=w, minlength=k)
-    total = masses.sum()
-    d = engine.X.shape[1]
-    variances = np.full(k, floor)
-    full = masses > 0
-    variances[full] = np.maximum(spread[full] / (masses[full] * d), floor)
-    return masses / total, variances, total
-
-
 def _merge_closest(run):
     """The centroids of ``run`` with the two whose merge raises ``J`` least (Ward's cost
     ``m_a m_b / (m_a + m_b) ||mu_a - mu_b||^2``) replaced by their weighted mean."""
@@ -173,14 +136,41 @@ def _merge_closest(run):
     return np.vstack([np.delete(centers, [a, b], axis=0), mean])
 
 
-def cluster_path(engine, growth, *, max_iter, tol):
-    """The polished fit and its mixture at every number of clusters the growth reached.
+def _lower(lloyd, polish, start, current):
+    """The fit polished from ``start`` where it has as many centroids as ``current`` and a
+    lower ``J``, else ``current``. Hartigan's moves, which only lower ``J``, run only where
+    Lloyd's algorithm from ``start`` already went below ``current``."""
+    candidate = lloyd(start)
+    if (len(candidate.centers) == len(current.centers)
+            and candidate.stats.inertia < current.stats.inertia):
+        return polish(candidate.centers)
+    return current
+
+
+def _cut_upwards(engine, runs, lloyd, polish):
+    """Going up ``runs`` (one per ``k``), each fit of ``k - 1`` with its widest cluster cut
+    in two (:func:`widest_cut`, on the merge-and-split search's sample), polished, replaces
+    that of ``k`` where its ``J`` is lower."""
+    sample = search_sample(engine, len(runs))
+    if sample is None:
+        return
+    cache = {}
+    for i in range(2, len(runs)):
+        runs[i] = _lower(lloyd, polish, widest_cut(*sample, runs[i - 1].centers, cache),
+                         runs[i])
+
+
+def cluster_path(engine, growth, n_clusters, *, max_iter, tol):
+    """The polished fit and its mixtures at every number of clusters the growth reached, up
+    to ``n_clusters``.
 
     Parameters
     ----------
     engine : engine object
     growth : GrowthResult
-        Grown with ``every_k=True``.
+        Grown with ``every_k=True``, to ``n_clusters + 1`` (that fit, merged down,
+        polishes the one of ``n_clusters``).
+    n_clusters : int
     max_iter, tol
         Of Lloyd's algorithm (as :func:`softkmeans._core.optimize.alternating`).
 
@@ -192,37 +182,38 @@ def cluster_path(engine, growth, *, max_iter, tol):
     def lloyd(start):
         return alternating(engine, start, HARD, max_iter=max_iter, tol=tol, empty="reseed")
 
+    def polish(start):
+        return polish_and_search(engine, start, max_iter=max_iter, tol=tol, search=False)[0]
+
     X, w = engine.X, engine.sample_weight
     mean_run = lloyd(np.zeros((1, X.shape[1])))
     floor = _VARIANCE_FLOOR * mean_run.stats.inertia / (w.sum() * X.shape[1])
     stages = _stages(growth, mean_run.centers[0])
-    runs = [mean_run] + [polish_and_search(engine, codebook, max_iter=max_iter, tol=tol,
-                                           search=False)[0] for _, _, _, codebook in stages[1:]]
+    runs = [mean_run] + [polish(codebook) for _, _, _, codebook in stages[1:]]
+    _cut_upwards(engine, runs, lloyd, polish)
     for i in range(len(runs) - 2, 0, -1):  # downwards: each k from the k + 1 kept
-        merged = polish_and_search(engine, _merge_closest(runs[i + 1]), max_iter=max_iter,
-                                   tol=tol, search=False)[0]
-        if len(merged.centers) == len(runs[i].centers) and (
-                merged.stats.inertia < runs[i].stats.inertia):
-            runs[i] = merged
-    path = []
-    for (k, appeared, split, codebook), run in zip(stages, runs, strict=True):
-        weights, variances, total = _mixture(engine, run.stats, k, floor)
-        log_likelihood, entropy = mixture_log_likelihood(X, w, run.centers, weights, variances)
-        bic = -2 * log_likelihood + (k * (X.shape[1] + 2) - 1) * np.log(total)
+        runs[i] = _lower(lloyd, polish, _merge_closest(runs[i + 1]), runs[i])
+    path, axes = [], {}
+    for (k, appeared, split, codebook), run in zip(stages[:n_clusters], runs, strict=False):
+        partition = (X, w, run.centers, run.stats.labels, run.stats.dmin, floor)
+        spherical, axis = partition_mixtures(*partition, axes)
         path.append(PathPoint(k, appeared, split, codebook, run.centers, run.stats.inertia,
-                              weights, variances, log_likelihood, bic, entropy,
-                              bic + 2 * entropy, run))
+                              spherical.weights, spherical.variances,
+                              spherical.log_likelihood, spherical.bic, spherical.entropy,
+                              spherical.icl, axis.axes, axis.axis_variances, axis.variances,
+                              axis.bic, axis.icl, run))
     return path
 
 
 def choose_k(path):
-    """The index in ``path`` of the point with the smallest ICL."""
-    return int(np.argmin([point.icl for point in path]))
+    """The index in ``path`` of the point with the smallest ICL of its two mixtures."""
+    return int(np.argmin([min(point.icl, point.axis_icl) for point in path]))
 
 
 def anneal_choosing_k(engine, spec, max_clusters, *, max_iter, tol, record_path=False,
                       verbose=0):
-    """The growth to ``max_clusters``, its path, and the annealing finished at the chosen k.
+    """The growth to ``max_clusters`` (and one more, for the path's polish), its path, and
+    the annealing finished at the chosen k.
 
     The codebook grows one split at a time (:func:`grow_codebook` with
     ``every_k``); :func:`cluster_path` polishes every ``k`` and :func:`choose_k`
@@ -247,10 +238,10 @@ def anneal_choosing_k(engine, spec, max_clusters, *, max_iter, tol, record_path=
     chosen : int
         The index of the chosen point in ``path``.
     """
-    growth = grow_codebook(engine.X, engine.sample_weight, max_clusters,
+    growth = grow_codebook(engine.X, engine.sample_weight, max_clusters + 1,
                            max_iter=min(max_iter, STAGE_MAX_ITER), every_k=True,
                            verbose=verbose)
-    path = cluster_path(engine, growth, max_iter=max_iter, tol=tol)
+    path = cluster_path(engine, growth, max_clusters, max_iter=max_iter, tol=tol)
     chosen = choose_k(path)
     point = path[chosen]
     run = finish_codebook(engine, spec, point.codebook, point.sigma_split, point.n_clusters,

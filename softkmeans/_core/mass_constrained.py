@@ -41,7 +41,7 @@ from .split_merge import EIGH_MAX_FEATURES, merge_split_search
 from .temperature import weighted_mean
 
 __all__ = ["STAGE_MAX_ITER", "GrowthResult", "anneal_mass_constrained", "finish_codebook",
-           "grow_codebook", "polish_and_search", "with_growth"]
+           "grow_codebook", "polish_and_search", "search_sample", "with_growth"]
 
 #: The growth runs on at most ``max(_MIN_SAMPLE, _ROWS_PER_CLUSTER * n_clusters)`` rows, and
 #: on at most ``_SAMPLE_ELEMENTS`` entries where that leaves ``_MIN_ROWS_PER_CLUSTER`` rows
@@ -362,7 +362,7 @@ _SEARCH_ELEMENTS = 1 << 24
 _HARTIGAN_SWEEPS = 10
 
 
-def _search_sample(engine, n_clusters):
+def search_sample(engine, n_clusters):
     """``(rows, weights)``: the float64 rows the search runs on (CSR for sparse data beyond
     :data:`EIGH_MAX_FEATURES` features, dense otherwise), or None.
 
@@ -455,7 +455,7 @@ def finish_codebook(engine, spec, centers, sigma, n_clusters, *, max_iter, tol,
     :data:`_TAIL_STEPS` halvings of the temperature before Lloyd's algorithm
     (:func:`softkmeans._core.optimize.anneal`). The merge-and-split search of
     :mod:`softkmeans._core.split_merge`, on a sample of the rows
-    (:func:`_search_sample`), mends what the Lloyd fixed point left; Lloyd's
+    (:func:`search_sample`), mends what the Lloyd fixed point left; Lloyd's
     algorithm and Hartigan's moves (:mod:`softkmeans._core.hartigan`) on the
     whole data finish it. The search's result is kept only if its ``J`` on the
     whole data is below the polished fixed point's. No step is random.
@@ -495,7 +495,7 @@ def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0)
     """Lloyd's algorithm from ``centers``, Hartigan's moves, and the merge-and-split search.
 
     The search (only with ``search``) runs on a sample of the rows
-    (:func:`_search_sample`) from the Lloyd fixed point; its result, refined on
+    (:func:`search_sample`) from the Lloyd fixed point; its result, refined on
     the whole data, is kept only if its ``J`` is below that of the refined
     fixed point.
 
@@ -513,7 +513,7 @@ def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0)
     finished = _refined(engine, polished, lloyd)
     _report(verbose, "Lloyd polish", polished)
     _report(verbose, "Hartigan's moves", finished)
-    sample = _search_sample(engine, len(centers)) if search else None
+    sample = search_sample(engine, len(centers)) if search else None
     if sample is not None:
         found = merge_split_search(*sample, polished.centers, max_rounds=len(centers))
         searched = _refined(engine, lloyd(found.centers), lloyd)

@@ -27,7 +27,8 @@ from .centred_rows import CentredRows
 from .hartigan import distances_to_own, nearest_labels, partition_sums, weighted_row_sum
 from .hartigan_loops import hartigan_visits
 
-__all__ = ["EIGH_MAX_FEATURES", "Partition", "merge_split_search"]
+__all__ = ["EIGH_MAX_FEATURES", "Partition", "merge_split_search", "principal_axis",
+           "widest_cut"]
 
 #: Cheapest merges and most profitable cuts paired in one round of the search.
 MERGES = 4
@@ -130,7 +131,7 @@ def _cheapest_merges(centers, masses, count):
     return sorted(found, key=lambda merge: merge[0])[:count]
 
 
-def _principal_axis(centred, weights, n_features):
+def principal_axis(centred, weights, n_features):
     """Unit vector along the largest eigenvalue of the weighted scatter of ``centred``
     (dense rows, or :class:`CentredRows` beyond :data:`EIGH_MAX_FEATURES` features)."""
     if n_features <= EIGH_MAX_FEATURES:
@@ -155,7 +156,7 @@ def _principal_cut(rows, weights, members, center):
     half is empty)."""
     block = rows[members]
     centred = CentredRows(block, center) if sp.issparse(block) else block - center
-    side = centred @ _principal_axis(centred, weights[members], block.shape[1]) > 0
+    side = centred @ principal_axis(centred, weights[members], block.shape[1]) > 0
     masses = [float(weights[members[part]].sum()) for part in (side, ~side)]
     if not min(masses) > 0:
         return None
@@ -214,6 +215,25 @@ def _try_move(rows, weights, point, move):
     labels[region] = settled
     candidate = Partition.of(rows, weights, labels, len(masses))
     return (candidate if candidate.inertia < point.inertia * (1.0 - _PROGRESS) else None), visits
+
+
+def widest_cut(rows, weights, centers, cache):
+    """``centers`` and one more: the cluster (of the nearest-centroid partition of the rows)
+    whose cut across its principal axis at its mean lowers ``J`` most, replaced by the means
+    of its two halves; ``centers`` itself when no cluster can be cut.
+
+    ``rows`` and ``weights`` as :func:`merge_split_search`'s; ``cache`` as :func:`_cuts`'s.
+    """
+    k = len(centers)
+    point = Partition.of(rows, weights, nearest_labels(rows, centers), k)
+    cuts = _cuts(rows, weights, point, 1, cache)
+    if not cuts:
+        return centers
+    _, j, moved = cuts[0]
+    moved_sum = weighted_row_sum(rows[moved], weights[moved])
+    moved_mass = float(weights[moved].sum())
+    staying = (point.sums[j] - moved_sum) / (point.masses[j] - moved_mass)
+    return np.vstack([centers[:j], staying, centers[j + 1:], moved_sum / moved_mass])
 
 
 def merge_split_search(rows, weights, centers, *, max_rounds):
