@@ -139,8 +139,10 @@ def test_wide_data_fit_as_kmeans_does(layout):
     assert len(set(zip(model.labels_, reference.labels_, strict=True))) == 3
 
 
-def test_power_iterations_give_the_covariances_axes():
-    """The two ways to the principal axes agree (same sample, codevectors, temperature)."""
+def test_power_iterations_give_the_covariances_axes(monkeypatch):
+    """The two ways to the principal axes agree (same sample, codevectors, temperature) when
+    the iterations run to their tolerance; capped, they give Rayleigh quotients, lower
+    bounds of the eigenvalues."""
     from softkmeans._core import mass_constrained as mc
 
     rng = np.random.default_rng(3)
@@ -149,6 +151,9 @@ def test_power_iterations_give_the_covariances_axes():
     centers = rng.normal(size=(3, 12))
     log_prior = np.log(np.full(3, 1 / 3))
     lam, axes = mc._principal_axes(data, centers, log_prior, 4.0)
+    capped, _ = mc._power_axes(data, centers, log_prior, 4.0, None)
+    assert np.all(capped <= lam * (1 + 1e-12)) and np.all(capped >= 0.9 * lam)
+    monkeypatch.setattr(mc, "_AXIS_ITERATIONS", 100)
     lam_power, axes_power = mc._power_axes(data, centers, log_prior, 4.0, None)
     np.testing.assert_allclose(lam_power, lam, rtol=1e-5)  # they stop at a change of 1e-6
     np.testing.assert_allclose(np.abs(np.einsum("ij,ij->i", axes, axes_power)), 1.0, atol=1e-4)
