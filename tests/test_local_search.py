@@ -139,6 +139,21 @@ def test_wide_data_fit_as_kmeans_does(layout):
     assert len(set(zip(model.labels_, reference.labels_, strict=True))) == 3
 
 
+@pytest.mark.parametrize(("n_features", "n_clusters", "size"),
+                         [(3, 16, 20000), (3, 256, 25600), (20, 16, 5000), (5, 16, 12000)])
+def test_the_search_takes_more_rows_of_data_in_few_dimensions(n_features, n_clusters, size):
+    """A visit costs a row's features: rows enough for 60,000 values, 5000 or 100 per cluster
+    at least."""
+    from types import SimpleNamespace
+
+    from softkmeans._core.mass_constrained import _search_sample
+
+    X = np.random.default_rng(0).normal(size=(30000, n_features))
+    rows, weights = _search_sample(SimpleNamespace(X=X, sample_weight=np.ones(30000)),
+                                   n_clusters)
+    assert rows.shape == (size, n_features) and weights.shape == (size,)
+
+
 def test_power_iterations_give_the_covariances_axes(monkeypatch):
     """The two ways to the principal axes agree (same sample, codevectors, temperature) when
     the iterations run to their tolerance; capped, they give Rayleigh quotients, lower
