@@ -140,9 +140,9 @@ def test_wide_data_fit_as_kmeans_does(layout):
 
 
 @pytest.mark.parametrize(("n_features", "n_clusters", "size"),
-                         [(3, 16, 20000), (3, 256, 25600), (20, 16, 5000), (5, 16, 12000)])
+                         [(3, 16, 20000), (3, 80, 24000), (20, 16, 5000), (5, 16, 12000)])
 def test_the_search_takes_more_rows_of_data_in_few_dimensions(n_features, n_clusters, size):
-    """A visit costs a row's features: rows enough for 60,000 values, 5000 or 100 per cluster
+    """A visit costs a row's features: rows enough for 60,000 values, 5000 or 300 per cluster
     at least."""
     from types import SimpleNamespace
 

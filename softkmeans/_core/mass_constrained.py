@@ -365,7 +365,7 @@ _TAIL_STEPS = 3
 #: (colours) get more rows for the same cost, and need them where they have no clusters, as
 #: the search's moves are decided on the sample.
 _SEARCH_MIN_ROWS = 5000
-_SEARCH_ROWS_PER_CLUSTER = 100
+_SEARCH_ROWS_PER_CLUSTER = 300
 _SEARCH_MIN_ELEMENTS = 60_000
 _SEARCH_MIN_ROWS_PER_CLUSTER = 10
 _SEARCH_ELEMENTS = 1 << 24
