@@ -27,10 +27,16 @@ One thread everywhere keeps the time ratios meaningful on a machine shared with 
 with AVX-512, ``OPENBLAS_CORETYPE=SkylakeX`` for this command alone gives numpy OpenBLAS's
 faster kernels; on one without, that setting ends the process with SIGILL.
 
+Then the workloads of scikit-learn's own KMeans examples (``workloads.py``: TF-IDF text,
+colour quantization, heavy tails), where ``AnnealedKMeans()`` is set against
+``KMeans(n_init=10)`` alone, on the data as they come (not standardized): its ``J`` over
+``KMeans(n_init=10)``'s, case by case and in total, and the time ratio.
+
 ``--out DIR`` writes ``quality.md`` (the printed report), ``quality.rst`` (the same for the
 docs' quality page), ``quality.json`` (every figure) and ``quality.png`` (J / J* per dataset
-and contender). ``--quick`` shrinks every dataset and the reference (for tests);
-``--datasets`` picks some of them.
+and contender). ``--quick`` shrinks every dataset, workload and the reference (for tests);
+``--datasets`` and ``--workloads`` pick some of them (none with the bare option), and
+``--colour-k`` the colour cases' k (the whole images at k = 256 take most of the time).
 """
 
 import argparse
@@ -44,6 +50,7 @@ from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn import datasets as skdata
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.metrics import adjusted_rand_score
@@ -54,6 +61,10 @@ from threadpoolctl import threadpool_info
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from workloads import COLOUR_K, SUMMED_ONLY, WORKLOADS  # noqa: E402
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans  # noqa: E402
 from softkmeans.diagnostics import critical_sigma  # noqa: E402
@@ -181,14 +192,18 @@ def centers_of(model):
 
 def distortion(X, centers, chunk=4096):
     """``sum_i min_j ||x_i - c_j||^2`` in float64; the nearest centroid is found from the
-    expanded product, its distance is then computed by subtraction (no cancellation)."""
+    expanded product, its distance is then computed by subtraction (no cancellation), or
+    for sparse ``X`` expanded (no dense copy of the rows)."""
     C = np.asarray(centers, dtype=np.float64)
     c2 = np.einsum("ij,ij->i", C, C)
     total = 0.0
     for start in range(0, X.shape[0], chunk):
         rows = X[start:start + chunk]
-        nearest = np.argmin(c2 - 2.0 * rows @ C.T, axis=1)
-        total += float(np.sum((rows - C[nearest]) ** 2))
+        expanded = c2 - 2.0 * np.asarray(rows @ C.T)
+        if sp.issparse(rows):
+            total += float(rows.multiply(rows).sum() + expanded.min(axis=1).sum())
+        else:
+            total += float(np.sum((rows - C[np.argmin(expanded, axis=1)]) ** 2))
     return total
 
 
@@ -268,13 +283,33 @@ def run_dataset(name, data, args):
     return result
 
 
+def run_workload(name, cases, args):
+    """``AnnealedKMeans()`` against ``KMeans(n_init=10)`` on every case of a workload."""
+    results = []
+    for case in cases:
+        entry = {"workload": name, "name": case.name, "n": case.X.shape[0],
+                 "d": case.X.shape[1], "k": case.k}
+        for label in (BASELINE, "AnnealedKMeans()"):
+            model, seconds, _ = timed_fit(
+                lambda label=label, k=case.k: CONTENDERS[label](k, args.seed), case.X,
+                args.repeats, args.budget)
+            entry[label] = {"J": distortion(case.X, centers_of(model)), "seconds": seconds}
+        entry["J_ratio"] = entry["AnnealedKMeans()"]["J"] / entry[BASELINE]["J"]
+        entry["time_ratio"] = entry["AnnealedKMeans()"]["seconds"] / entry[BASELINE]["seconds"]
+        results.append(entry)
+    return results
+
+
 def warm_up():
-    """One small fit of every contender, so that no timing holds numba's compilation."""
+    """Small fits of every contender, dense and sparse, so that no timing holds numba's
+    compilation."""
     X, _ = skdata.make_blobs(300, n_features=4, centers=3, random_state=0)
+    wide = sp.random(300, 200, density=0.05, format="csr", random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for make in CONTENDERS.values():
             make(3, 0).fit(X).predict(X)
+        AnnealedKMeans(3, random_state=0).fit(wide).predict(wide)
 
 
 # --- the report -------------------------------------------------------------------------
@@ -289,11 +324,42 @@ def _label(result):
     return f"{result['name']} ({result['n']} x {result['d']}, k={result['k']})"
 
 
-def report(results, args, header, seconds):
-    names = list(CONTENDERS)
+def report(results, workloads, args, header, seconds):
     lines = [f"# Quality of the defaults ({'quick' if args.quick else 'full'} battery)", "",
              *header, f"- run time {seconds:.0f} s", ""]
-    lines += [f"## J / J* (J* = best of {args.ref_runs} single-start KMeans runs)", ""]
+    if results:
+        lines += battery_report(results, args)
+    if workloads:
+        lines += workload_report(workloads)
+    return "\n".join(lines) + "\n"
+
+
+def workload_report(entries):
+    """The workloads' tables: case by case (but for those summed only), then in total."""
+    lines = [f"## AnnealedKMeans() over {BASELINE} on the workloads", ""]
+    lines += _table(["workload", "case", "n x d", "k", f"{BASELINE} J", "J ratio",
+                     f"{BASELINE} s", "time ratio"],
+                    [[e["workload"], e["name"], f"{e['n']} x {e['d']}", e["k"],
+                      f"{e[BASELINE]['J']:.6g}", f"{e['J_ratio']:.4f}",
+                      f"{e[BASELINE]['seconds']:.3f}", f"{e['time_ratio']:.2f}"]
+                     for e in entries if e["workload"] not in SUMMED_ONLY])
+    lines += ["", "## The workloads in total", ""]
+    rows = []
+    for name in dict.fromkeys(e["workload"] for e in entries):
+        group = [e for e in entries if e["workload"] == name]
+        ratios = [e["J_ratio"] for e in group]
+        seconds = [sum(e[c]["seconds"] for e in group) for c in (BASELINE, "AnnealedKMeans()")]
+        rows.append([name, len(group), sum(r > 1.0 for r in ratios),
+                     sum(r > 1.005 for r in ratios), f"{min(ratios):.4f}", f"{max(ratios):.4f}",
+                     f"{seconds[0]:.1f}", f"{seconds[1] / seconds[0]:.2f}"])
+    lines += _table(["workload", "cases", "J ratio > 1", "J ratio > 1.005", "best J ratio",
+                     "worst J ratio", f"{BASELINE} s", "time ratio"], rows)
+    return lines + [""]
+
+
+def battery_report(results, args):
+    names = list(CONTENDERS)
+    lines = [f"## J / J* (J* = best of {args.ref_runs} single-start KMeans runs)", ""]
     lines += _table(["dataset", "J*", *names],
                     [[_label(r), f"{r['J_ref']:.6g}",
                       *(f"{r['contenders'][c]['J_ratio']:.4f}" for c in names)]
@@ -335,7 +401,7 @@ def report(results, args, header, seconds):
               for c, e in r["contenders"].items() if e["warnings"]]
     if warned:
         lines += ["", "## Warnings raised by the timed fits", "", *warned]
-    return "\n".join(lines) + "\n"
+    return lines + [""]
 
 
 def to_rst(text, level="~"):
@@ -423,7 +489,11 @@ def figure(results, path):
 
 def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--datasets", nargs="*", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--workloads", nargs="*", choices=list(WORKLOADS),
+                        default=list(WORKLOADS))
+    parser.add_argument("--colour-k", type=int, nargs="+", choices=COLOUR_K,
+                        default=list(COLOUR_K), help="k of the colour cases")
     parser.add_argument("--quick", action="store_true",
                         help="datasets 10x smaller (bundled ones whole), 10 reference runs")
     parser.add_argument("--seed", type=int, default=0, help="random_state of every contender")
@@ -458,14 +528,22 @@ def main(argv=None):
     for name in args.datasets:
         results.append(run_dataset(name, DATASETS[name](args.quick), args))
         print(f"{name}: {results[-1]['wall_seconds']:.1f} s", file=sys.stderr, flush=True)
-    text = report(results, args, header, time.perf_counter() - start)
+    workloads = []
+    for name in args.workloads:
+        cases = [case for case in WORKLOADS[name](args.quick)
+                 if name != "colour" or case.k in args.colour_k]
+        workloads += run_workload(name, cases, args)
+        print(f"{name}: {len(cases)} cases", file=sys.stderr, flush=True)
+    text = report(results, workloads, args, header, time.perf_counter() - start)
     print(text, end="")
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "quality.md").write_text(text)
         (args.out / "quality.rst").write_text(to_rst(text))
-        (args.out / "quality.json").write_text(json.dumps(results, indent=1))
-        figure(results, args.out / "quality.png")
+        (args.out / "quality.json").write_text(
+            json.dumps({"datasets": results, "workloads": workloads}, indent=1))
+        if results:
+            figure(results, args.out / "quality.png")
     return 0
 
 

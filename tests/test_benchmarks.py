@@ -171,10 +171,47 @@ def test_quality_distortion_is_kmeans_inertia():
         model.inertia_, rel=1e-9)
 
 
+def test_quality_distortion_of_sparse_rows_is_kmeans_inertia():
+    from scipy import sparse
+    from sklearn.cluster import KMeans
+
+    quality = _script("quality")
+    X = sparse.random(400, 60, density=0.1, format="csr", random_state=0)
+    model = KMeans(5, n_init=1, random_state=0).fit(X)
+    assert quality.distortion(X, model.cluster_centers_, chunk=128) == pytest.approx(
+        model.inertia_, rel=1e-9)
+
+
+def test_quality_quick_workloads_write_their_tables(tmp_path, capsys):
+    quality = _script("quality")
+    argv = ["--quick", "--datasets", "--colour-k", "16", "--repeats", "1", "--out", str(tmp_path)]
+    assert quality.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "## J / J*" not in text and not (tmp_path / "quality.png").exists()
+    cases = [line.strip("| ").split(" | ") for line in
+             text.split("## AnnealedKMeans() over KMeans(n_init=10) on the workloads")[1]
+             .split("##")[0].splitlines() if line.startswith("|")][2:]
+    # Every text and colour case (the colour samples of 5000 pixels, no whole image in
+    # quick mode); the lognormal fits appear in the totals only.
+    assert [(row[0], row[1], row[3]) for row in cases] == [
+        ("text", "docstrings", "20"), ("text", "topics", "5"),
+        *(("colour", f"{image} sample {s}", "16") for image in ("china", "flower")
+          for s in range(2))]
+    assert cases[1][2] == "200 x 2000"
+    totals = [line.strip("| ").split(" | ") for line in
+              text.split("## The workloads in total")[1].splitlines() if line.startswith("|")]
+    assert [(row[0], row[1]) for row in totals[2:]] == [("text", "2"), ("colour", "4"),
+                                                       ("lognormal", "9")]
+    entries = json.loads((tmp_path / "quality.json").read_text())["workloads"]
+    assert len(entries) == 15
+    for entry in entries:
+        assert 0.5 < entry["J_ratio"] < 2 and entry["time_ratio"] > 0
+
+
 def test_quality_quick_battery_writes_its_tables(tmp_path, capsys):
     quality = _script("quality")
     names = ["iris", "blobs20"]
-    argv = ["--quick", "--datasets", *names, "--ref-runs", "3", "--repeats", "1",
+    argv = ["--quick", "--datasets", *names, "--workloads", "--ref-runs", "3", "--repeats", "1",
             "--seeds", "0", "1", "--out", str(tmp_path)]
     assert quality.main(argv) == 0
     text = capsys.readouterr().out
@@ -195,7 +232,7 @@ def test_quality_quick_battery_writes_its_tables(tmp_path, capsys):
     assert total[0] == "**total**" and total[2 + contenders.index("KMeans(n_init=10)")] == "1.00"
     assert len(sections["ARI against the true labels"]) == 2 + len(names)
     assert len(sections["AnnealedKMeans(): J / J* over random_state in 0 1"]) == 2 + len(names)
-    results = json.loads((tmp_path / "quality.json").read_text())
+    results = json.loads((tmp_path / "quality.json").read_text())["datasets"]
     for result in results:
         entries = result["contenders"]
         assert set(entries) == set(contenders)

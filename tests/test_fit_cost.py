@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
-from softkmeans._core.temperature import lambda_max, lambda_max_floor
+from softkmeans._core.temperature import lambda_max, lambda_max_floor, weighted_mean
 from softkmeans._engines._numba.engine import NumbaEngine
 from softkmeans.diagnostics import certify, critical_sigma
 from softkmeans.exceptions import CriticalTemperatureWarning
@@ -157,6 +157,19 @@ def test_lambda_max_of_wide_sparse_data_is_that_of_the_dense_array():
     X = sp.random(600, 700, density=0.05, random_state=1, format="csr")
     w = np.random.default_rng(2).uniform(0.5, 2.0, 600)
     assert lambda_max(X, w) == pytest.approx(lambda_max(X.toarray(), w), rel=1e-12)
+
+
+def test_the_weighted_mean_of_sparse_rows_makes_no_dense_copy_and_keeps_equal_rows():
+    """Only the pivot's columns are made dense; equal rows have exactly their value as mean."""
+    import scipy.sparse as sp
+
+    X = sp.random(600, 700, density=0.05, random_state=1, format="csr")
+    w = np.random.default_rng(2).uniform(0.5, 2.0, 600)
+    np.testing.assert_allclose(weighted_mean(X, w), weighted_mean(X.toarray(), w),
+                               rtol=1e-12, atol=1e-15)
+    row = sp.csr_matrix(np.where(np.arange(700) % 7 == 0, 0.1, 0.0))
+    equal = sp.vstack([row] * 5, format="csr")
+    np.testing.assert_array_equal(weighted_mean(equal, w[:5]), row.toarray()[0])
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])

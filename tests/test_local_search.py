@@ -139,8 +139,25 @@ def test_wide_data_fit_as_kmeans_does(layout):
     assert len(set(zip(model.labels_, reference.labels_, strict=True))) == 3
 
 
-def test_power_iterations_give_the_covariances_axes():
-    """The two ways to the principal axes agree (same sample, codevectors, temperature)."""
+@pytest.mark.parametrize(("n_features", "n_clusters", "size"),
+                         [(3, 16, 20000), (3, 80, 24000), (20, 16, 5000), (5, 16, 12000)])
+def test_the_search_takes_more_rows_of_data_in_few_dimensions(n_features, n_clusters, size):
+    """A visit costs a row's features: rows enough for 60,000 values, 5000 or 300 per cluster
+    at least."""
+    from types import SimpleNamespace
+
+    from softkmeans._core.mass_constrained import _search_sample
+
+    X = np.random.default_rng(0).normal(size=(30000, n_features))
+    rows, weights = _search_sample(SimpleNamespace(X=X, sample_weight=np.ones(30000)),
+                                   n_clusters)
+    assert rows.shape == (size, n_features) and weights.shape == (size,)
+
+
+def test_power_iterations_give_the_covariances_axes(monkeypatch):
+    """The two ways to the principal axes agree (same sample, codevectors, temperature) when
+    the iterations run to their tolerance; capped, they give Rayleigh quotients, lower
+    bounds of the eigenvalues."""
     from softkmeans._core import mass_constrained as mc
 
     rng = np.random.default_rng(3)
@@ -149,6 +166,9 @@ def test_power_iterations_give_the_covariances_axes():
     centers = rng.normal(size=(3, 12))
     log_prior = np.log(np.full(3, 1 / 3))
     lam, axes = mc._principal_axes(data, centers, log_prior, 4.0)
+    capped, _ = mc._power_axes(data, centers, log_prior, 4.0, None)
+    assert np.all(capped <= lam * (1 + 1e-12)) and np.all(capped >= 0.9 * lam)
+    monkeypatch.setattr(mc, "_AXIS_ITERATIONS", 100)
     lam_power, axes_power = mc._power_axes(data, centers, log_prior, 4.0, None)
     np.testing.assert_allclose(lam_power, lam, rtol=1e-5)  # they stop at a change of 1e-6
     np.testing.assert_allclose(np.abs(np.einsum("ij,ij->i", axes, axes_power)), 1.0, atol=1e-4)

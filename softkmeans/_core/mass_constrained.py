@@ -54,8 +54,10 @@ _MIN_ROWS_PER_CLUSTER = 4
 #: one point to rounding: it has no transition left.
 _ROUNDING_SPREAD = 1e3 * np.finfo(float).eps
 #: Power iterations of the principal axes beyond :data:`EIGH_MAX_FEATURES` features, and the
-#: change of an axis under which they stop.
-_AXIS_ITERATIONS = 30
+#: change of an axis under which they stop. The cap binds on flat spectra (TF-IDF), where
+#: the eigenvalues come out as Rayleigh quotients a little below them: the growth needs the
+#: transitions' temperatures roughly and the axes only as directions to split along.
+_AXIS_ITERATIONS = 10
 _AXIS_TOL = 1e-6
 #: The temperature ``sigma^2`` steps to this fraction of the next critical one (or less).
 _PAST_CRITICAL = 0.8
@@ -352,10 +354,14 @@ _TAIL_STEPS = 3
 
 
 #: The merge-and-split search runs on at most ``max(_SEARCH_MIN_ROWS, _SEARCH_ROWS_PER_CLUSTER
-#: * n_clusters)`` rows, and on none when fewer than ``_SEARCH_MIN_ROWS_PER_CLUSTER *
-#: n_clusters`` dense float64 rows fit in ``_SEARCH_ELEMENTS`` values.
+#: * n_clusters, _SEARCH_MIN_ELEMENTS / n_features)`` rows, and on none when fewer than
+#: ``_SEARCH_MIN_ROWS_PER_CLUSTER * n_clusters`` dense float64 rows fit in
+#: ``_SEARCH_ELEMENTS`` values. A visit costs a row's features: data in few dimensions
+#: (colours) get more rows for the same cost, and need them where they have no clusters, as
+#: the search's moves are decided on the sample.
 _SEARCH_MIN_ROWS = 5000
-_SEARCH_ROWS_PER_CLUSTER = 100
+_SEARCH_ROWS_PER_CLUSTER = 300
+_SEARCH_MIN_ELEMENTS = 60_000
 _SEARCH_MIN_ROWS_PER_CLUSTER = 10
 _SEARCH_ELEMENTS = 1 << 24
 #: Screening sweeps of Hartigan's moves over the whole data.
@@ -370,8 +376,9 @@ def search_sample(engine, n_clusters):
     draw without replacement by a fixed seed; weights relative to the largest.
     """
     rows = np.flatnonzero(engine.sample_weight > 0)
-    budget = _SEARCH_ELEMENTS // max(1, engine.X.shape[1])
-    size = min(max(_SEARCH_MIN_ROWS, _SEARCH_ROWS_PER_CLUSTER * n_clusters), budget)
+    n_features = max(1, engine.X.shape[1])
+    size = min(max(_SEARCH_MIN_ROWS, _SEARCH_ROWS_PER_CLUSTER * n_clusters,
+                   _SEARCH_MIN_ELEMENTS // n_features), _SEARCH_ELEMENTS // n_features)
     if size < _SEARCH_MIN_ROWS_PER_CLUSTER * n_clusters:
         return None
     if rows.size > size:

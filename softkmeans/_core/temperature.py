@@ -250,6 +250,14 @@ def weighted_mean(X, weights):
     """
     w = np.asarray(weights, dtype=np.float64)
     pivot = next(float64_blocks(X[[int(np.argmax(w > 0))]]))[1][0]
+    if sp.issparse(X):
+        # The pivot is zero off its own columns: there the rows less the pivot are the
+        # rows themselves, and only the pivot's columns are made dense.
+        X = sp.csr_matrix(X, dtype=np.float64)
+        total = np.asarray(X.T @ w).ravel()
+        held = np.flatnonzero(pivot)
+        total[held] = w @ (X[:, held].toarray() - pivot[held])
+        return pivot + total / w.sum()
     total = np.zeros(X.shape[1])
     for rows, block in float64_blocks(X):
         total += w[rows] @ (block - pivot)
