@@ -146,10 +146,10 @@ def test_the_search_takes_more_rows_of_data_in_few_dimensions(n_features, n_clus
     at least."""
     from types import SimpleNamespace
 
-    from softkmeans._core.mass_constrained import _search_sample
+    from softkmeans._core.mass_constrained import search_sample
 
     X = np.random.default_rng(0).normal(size=(30000, n_features))
-    rows, weights = _search_sample(SimpleNamespace(X=X, sample_weight=np.ones(30000)),
+    rows, weights = search_sample(SimpleNamespace(X=X, sample_weight=np.ones(30000)),
                                    n_clusters)
     assert rows.shape == (size, n_features) and weights.shape == (size,)
 
