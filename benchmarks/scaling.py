@@ -7,8 +7,8 @@ ways, each in a fresh process (peak RSS is a per-process high-water mark):
 ``memory``        the file loaded into RAM, ``fit(X)``
 ``memmap``        ``fit(np.load(path, mmap_mode="r"))``: the in-memory engine reads the map
 ``dask-threads``  ``fit(da.from_array(X in RAM, chunks=rows))``, threaded scheduler
-``dask-file``     a dask array whose tasks read their rows from the file (``np.load`` with
-                  ``mmap_mode="r"``, copied, unmapped), threaded scheduler: out of core
+``dask-file``     a dask array whose tasks read their rows from the file (``np.memmap`` at
+                  their offset, copied, unmapped), threaded scheduler: out of core
 ``dask-local``    the same array on a ``LocalCluster`` of 2 worker processes (1 thread each)
 
 Time per iteration is ``(t(max_iter=M) - t(max_iter=2)) / (M - 2)``, in one
@@ -56,19 +56,27 @@ def make_data(path, n, d, k, seed=0, rows=1 << 18):
     del out
 
 
-def _read_rows(path, start, stop):
-    return np.array(np.load(path, mmap_mode="r")[start:stop])
+def _read_rows(path, offset, dtype, shape):
+    """Rows of the file at byte ``offset``, copied (the map is closed when the task ends)."""
+    return np.array(np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape))
 
 
 def file_blocks(path, rows):
-    """A dask array of the ``.npy`` file ``path`` whose tasks read ``rows`` rows each."""
+    """A dask array of the ``.npy`` file ``path`` whose tasks read ``rows`` rows each.
+
+    The header is read once, here: tasks map their rows by offset, since parsing it in
+    several threads at once can fail in CPython 3.11's ``ast`` (a recursion-depth check
+    that is not thread-safe).
+    """
     import dask
     import dask.array as da
 
-    n, d = np.load(path, mmap_mode="r").shape
-    blocks = [da.from_delayed(dask.delayed(_read_rows)(path, a, min(a + rows, n)),
-                              shape=(min(a + rows, n) - a, d), dtype=np.float32)
-              for a in range(0, n, rows)]
+    mapped = np.load(path, mmap_mode="r")
+    (n, d), dtype, offset = mapped.shape, mapped.dtype, mapped.offset
+    row_bytes = d * dtype.itemsize
+    blocks = [da.from_delayed(
+        dask.delayed(_read_rows)(path, offset + a * row_bytes, dtype, (min(a + rows, n) - a, d)),
+        shape=(min(a + rows, n) - a, d), dtype=dtype) for a in range(0, n, rows)]
     return da.concatenate(blocks)
 
 

@@ -4,8 +4,8 @@ Beyond memory: a memmap, a dask array, a cluster and a stream
 =============================================================
 
 The data here are written to a ``.npy`` file and never loaded whole: a dask
-array whose tasks read their rows from the file (``numpy.load`` with
-``mmap_mode="r"``, one block at a time) is fitted by
+array whose tasks map their rows of the file (``numpy.memmap`` at the rows'
+offset, one block at a time) is fitted by
 :class:`~softkmeans.SoftKMeans`. Each iteration maps the engine's pass over
 the blocks and sums the ``k x d`` sufficient statistics through dask's
 scheduler; the seeds come from k-means||. The same code runs on a cluster:
@@ -61,16 +61,21 @@ def write_mixture(path, seed=0):
     out.flush()
 
 
-def read_rows(path, start, stop):
-    """Rows [start, stop) of the file, copied (the map is closed when the task ends)."""
-    return np.array(np.load(path, mmap_mode="r")[start:stop])
+def read_rows(path, offset, count):
+    """``count`` rows of the file from byte ``offset``, copied (the map closes with the task)."""
+    return np.array(np.memmap(path, dtype=np.float32, mode="r", offset=offset, shape=(count, D)))
 
 
 def file_array(path):
-    """A dask array whose tasks read ROWS rows each from the .npy file."""
-    blocks = [da.from_delayed(dask.delayed(read_rows)(path, a, min(a + ROWS, N)),
-                              shape=(min(a + ROWS, N) - a, D), dtype=np.float32)
-              for a in range(0, N, ROWS)]
+    """A dask array whose tasks read ROWS rows each from the .npy file.
+
+    The header is parsed once, here, and the tasks map their rows by offset.
+    """
+    start = np.load(path, mmap_mode="r").offset  # where the rows begin, after the header
+    row_bytes = D * np.dtype(np.float32).itemsize
+    blocks = [da.from_delayed(
+        dask.delayed(read_rows)(path, start + a * row_bytes, min(ROWS, N - a)),
+        shape=(min(ROWS, N - a), D), dtype=np.float32) for a in range(0, N, ROWS)]
     return da.concatenate(blocks)
 
 
