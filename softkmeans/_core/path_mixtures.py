@@ -201,8 +201,11 @@ def _axis_mixture(X, sample_weight, centers, labels, masses, spreads, floor, cac
     axes[:, 0] = 1.0  # of an empty cluster
     along = np.full(k, floor)
     across = np.full(k, floor)
+    # the rows of each cluster in index order, from one sort rather than a scan per cluster
+    order = np.argsort(labels, kind="stable")
+    groups = np.split(order, np.cumsum(np.bincount(labels, minlength=k))[:-1])
     for j in np.flatnonzero(masses > 0):
-        members = np.flatnonzero(labels == j)
+        members = groups[j]
         key = hashlib.blake2b(members.tobytes(), digest_size=16).digest()
         if key not in cache:
             cache[key] = _axis_and_spread(X, sample_weight, members, centers[j])
