@@ -142,8 +142,10 @@ def weighted_means(stats, centers):
 
     Of a hard pass it is the Lloyd map ``T_Lloyd(mu)``.
     """
-    new = centers.copy()
     full = stats.masses > 0
+    if full.all():
+        return stats.sums / stats.masses[:, None]
+    new = centers.copy()
     new[full] = stats.sums[full] / stats.masses[full, None]
     return new
 
@@ -453,8 +455,7 @@ def _alternate(engine, centers, spec, *, max_iter, tol, empty, record_path, verb
             done = strict = True
         else:
             step, small = test.step(new, centers, old_spec.sigma, spec.sigma)
-            bound = float(stats.masses @ np.sum((new - centers) ** 2, axis=1))
-            new_stats = None
+            plain, new_stats = new, None  # the plain update, which the path's bound measures
             if (rule.accelerate and before is not None and not small and n_iter < max_iter
                     and stats.gap > _SMOOTH_GAP * stats.inertia
                     and bool(np.all(stats.masses > 0))):
@@ -473,6 +474,7 @@ def _alternate(engine, centers, spec, *, max_iter, tol, empty, record_path, verb
             done = small or test.settled(stats, new_stats, old_spec, spec, new)
             if path is not None:
                 changes = int(np.count_nonzero(new_stats.labels != stats.labels))
+                bound = float(stats.masses @ np.sum((plain - centers) ** 2, axis=1))
                 path.add(new_stats, new, step, changes, bound)
             centers, stats = new, new_stats
             progress.iteration(n_iter, stats, spec, step)

@@ -103,6 +103,8 @@ def first_equal_rows(centers, c_sq):
     ndarray of shape (n_clusters,), intp
     """
     if len(centers) <= _FEW_CENTROIDS:
+        if len(set(c_sq.tolist())) == len(centers):  # distinct norms: no two are equal
+            return np.arange(len(centers))
         seen = {}
         return np.array([seen.setdefault(bytes(row), j)  # + 0.0: -0.0 is 0.0
                          for j, row in enumerate(centers + 0.0)], dtype=np.intp)
