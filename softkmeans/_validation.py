@@ -9,6 +9,7 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import validate_data
 
+from ._dask import is_dask_collection
 from ._engines._conditioning import squared_norm_limit
 from ._engines._namespace import is_cupy_array, is_device_array, namespace_and_device
 
@@ -45,7 +46,14 @@ def validate_X(X, estimator=None, reset=True):
     Returns
     -------
     X : ndarray, CSR matrix or array of X's namespace
+        Or, for a dask array or DataFrame given with an estimator, a dask array of
+        float32 or float64 rows in one chunk of columns, checked lazily (its values
+        are checked by the fit's first pass over it).
     """
+    if estimator is not None and is_dask_collection(X):
+        from ._dask.fitting import validated_blocks
+
+        return validated_blocks(X, estimator, reset)
     if is_cupy_array(X):
         from ._engines._cupy import check_cupy_array
 

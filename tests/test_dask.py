@@ -1,5 +1,6 @@
 """Dask collections: fits over blocks equal in-memory fits; inference is lazy and blockwise."""
 
+import os
 import subprocess
 import sys
 
@@ -290,3 +291,29 @@ def test_a_failed_fit_leaves_the_estimator_as_it_was(data, fault):
     assert set(vars(model)) >= set(state)
     for name, value in state.items():
         assert getattr(model, name) is value, name
+
+
+_BLAS_AFTER_A_DASK_FIT = """
+import numpy as np, dask, dask.array as da
+from threadpoolctl import threadpool_info
+from softkmeans import SoftKMeans
+from softkmeans._engines import _blas
+blas = lambda: [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+before = blas()
+X = da.from_array(np.random.default_rng(0).normal(size=(4000, 4)), chunks=(500, 4))
+with dask.config.set(scheduler="threads", num_workers=4):
+    SoftKMeans(3, random_state=0).fit(X)
+SoftKMeans(3, random_state=0, n_threads=2).fit(X.compute())
+assert not _blas._holders and blas() == before, (blas(), before)
+print(before)
+"""
+
+
+def test_blas_gets_its_threads_back_after_a_dask_fit():
+    """Block tasks on dask's threads hold BLAS at one thread; the last to end, on whatever
+    thread, gives BLAS back the threads it had (threadpoolctl heeds only the thread that
+    set a shared OpenBLAS pool last, unless that thread lets go)."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}
+    done = subprocess.run([sys.executable, "-c", _BLAS_AFTER_A_DASK_FIT], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -8,6 +8,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -17,10 +18,11 @@ from threadpoolctl import threadpool_limits
 from softkmeans import SoftKMeans
 from softkmeans._core.optimize import alternating
 from softkmeans._core.responsibilities import SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from softkmeans._engines import _blas as blas
 from softkmeans._engines import get_engine, resolve_backend
 from softkmeans._engines._array import ArrayEngine, NumpyEngine, first_equal_rows
-from softkmeans._engines._numba import blas, threads
 from softkmeans._engines._numba import engine as numba_engine
+from softkmeans._engines._numba import threads
 from softkmeans._engines._numba.elementary import (
     exp_nonpositive,
     exp_nonpositive32,
@@ -212,8 +214,13 @@ def test_row_norms_are_float64_sums_of_float32_data(engine, sparse):
     np.testing.assert_allclose(got, want, rtol=1e-14)
 
 
-def test_a_pass_holds_blas_at_one_thread_and_restores_it(monkeypatch):
-    """As scikit-learn's Lloyd loop: BLAS at one thread inside the pass's threads."""
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_pass_holds_blas_at_one_thread_and_restores_it(monkeypatch, n_threads):
+    """As scikit-learn's Lloyd loop: BLAS at one thread inside a pass's threads; a pass on
+    the calling thread alone leaves BLAS as it is, as a numpy call would."""
+    if numba.config.NUMBA_NUM_THREADS < n_threads:
+        pytest.skip("numba runs fewer threads here")
+    monkeypatch.setattr(numba_engine, "WORK_PER_THREAD", 1)  # a thread for any pass
     X, weights, init = _data(np.float32, False)
     controller = blas.blas_controller()
 
@@ -230,9 +237,10 @@ def test_a_pass_holds_blas_at_one_thread_and_restores_it(monkeypatch):
         return run_in_threads(kernel, *args)
 
     monkeypatch.setattr(numba_engine, "run_in_threads", recording)
-    NumbaEngine(X, weights).estep(init, SPECS["softmax-hot"])
-    assert inside and all(set(counts) == {1} for counts in inside)
-    assert blas_threads() == before and blas._blas_owner is None
+    NumbaEngine(X, weights, n_threads=n_threads).estep(init, SPECS["softmax-hot"])
+    assert inside and all(counts == ([1] * len(before) if n_threads > 1 else before)
+                          for counts in inside)
+    assert blas_threads() == before and not blas._holders
 
 
 @pytest.mark.parametrize("engine", [NumpyEngine, NumbaEngine, ArrayEngine])
@@ -580,7 +588,7 @@ def test_overlapping_fits_from_several_threads_restore_blas():
 
     with ThreadPoolExecutor(max_workers=4) as callers:
         assert list(callers.map(fit, range(4))) == [10] * 4
-    assert blas_threads() == before and blas._blas_owner is None
+    assert blas_threads() == before and not blas._holders
 
 
 @pytest.mark.parametrize("scale", [1e-15, 1e39])
@@ -866,7 +874,7 @@ import signal, sys, threading, time
 import numpy as np
 from threadpoolctl import threadpool_info
 from softkmeans import SoftKMeans
-from softkmeans._engines._numba import blas as _blas
+from softkmeans._engines import _blas
 blas = lambda: [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 before = blas()
 X = np.random.default_rng(0).normal(size=(300, 4))
@@ -881,13 +889,16 @@ while time.time() < end:
     try:
         signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-5, 2e-3))
         for _ in range(50):
-            model.predict(X)
+            with _blas.one_blas_thread():  # as a pass on several threads holds it
+                model.predict(X)
     except KeyboardInterrupt:
         pass
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 assert (model.predict(X) == expected).all()
-assert _blas._blas_owner is None and blas() == before, (_blas._blas_owner, blas(), before)
+with _blas.one_blas_thread():  # ends any hold that an interrupt cut short
+    pass
+assert not _blas._holders and blas() == before, (_blas._holders, blas(), before)
 print("healthy")
 """
 

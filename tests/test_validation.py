@@ -1,6 +1,7 @@
 """Bad input is rejected with a ValueError/TypeError that names the problem."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
+import softkmeans
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 
 X = np.random.RandomState(0).normal(size=(30, 3))
@@ -223,3 +225,18 @@ def test_a_perturbation_that_would_overflow_the_distances_is_rejected(dtype, per
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # clusters may merge: not the point
         assert np.isfinite(model.fit(X.astype(dtype)).transform(X.astype(dtype))).all()
+
+
+def test_x_is_validated_at_one_entry_point():
+    """``validate_X`` is the only caller of scikit-learn's validation of X; its dask branch
+    (``validated_blocks``) is reached only through it."""
+    package = Path(softkmeans.__file__).parent
+    callers = {}
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        for name in ("validate_data(", "_check_n_features(", "validated_blocks("):
+            if name in text.replace(f"def {name}", ""):
+                callers.setdefault(name, set()).add(path.relative_to(package).as_posix())
+    assert callers == {"validate_data(": {"_validation.py"},
+                       "_check_n_features(": {"_dask/fitting.py"},
+                       "validated_blocks(": {"_validation.py"}}

@@ -18,17 +18,16 @@ seeding (:meth:`~BlockwiseEngine.draw_seeds`, :mod:`softkmeans._dask.seeding`).
 """
 
 import functools
-import threading
 
 import dask
 import dask.array as da
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .._core.responsibilities import HARD
 from .._core.row_blocks import float64_blocks
 from .._core.temperature import exact_zero_distances
 from .._engines import get_engine
+from .._engines._blas import one_blas_thread
 from .._engines._namespace import to_numpy
 from .._engines._stats import PassStats
 from .seeding import draw_seeds
@@ -39,32 +38,18 @@ __all__ = ["BlockwiseEngine"]
 _HEAD_ROWS = 4096
 
 
-_hold_lock = threading.Lock()
-_holds = {"count": 0, "limits": None}
+def blas_held(task):
+    """Run ``task`` with BLAS held at one thread (:func:`.._engines._blas.one_blas_thread`).
 
-
-def one_blas_thread(task):
-    """Run ``task`` with BLAS held at one thread, released when no task of the process runs.
-
-    Dask runs blocks on several threads of one process; each block's pass sets
-    BLAS to one thread and restores what it found, so a pass that ends while
-    another runs would hand that one back its BLAS threads, oversubscribing
-    the cores. The hold is counted across the tasks.
+    Dask runs blocks on several threads of one process, each calling BLAS; the
+    hold is counted across them, so that BLAS gets its threads back when the
+    last task of the process ends, whichever thread runs it.
     """
 
     @functools.wraps(task)
     def held(*args, **kwargs):
-        with _hold_lock:
-            if _holds["count"] == 0:
-                _holds["limits"] = threadpool_limits(limits=1, user_api="blas")
-            _holds["count"] += 1
-        try:
+        with one_blas_thread():
             return task(*args, **kwargs)
-        finally:
-            with _hold_lock:
-                _holds["count"] -= 1
-                if _holds["count"] == 0:
-                    _holds["limits"].restore_original_limits()
 
     return held
 
@@ -78,7 +63,7 @@ def block_engine(block, weights, options):
     return get_engine(backend, block, weights, n_threads)
 
 
-@one_blas_thread
+@blas_held
 def _pass_vector(block, weights, centers, spec, with_sums, options):
     """One block's statistics as a row: ``sums.ravel(), masses, objective, inertia, gap``."""
     k, d = centers.shape
@@ -91,7 +76,7 @@ def _pass_vector(block, weights, centers, spec, with_sums, options):
     return out
 
 
-@one_blas_thread
+@blas_held
 def _pass_rows(block, weights, centers, spec, options):
     """One block's labels, margins and smallest squared distances, as three columns."""
     if not block.shape[0]:
@@ -100,7 +85,7 @@ def _pass_rows(block, weights, centers, spec, options):
     return np.column_stack([stats.labels, stats.margins, stats.dmin])
 
 
-@one_blas_thread
+@blas_held
 def _row_output(block, weights, centers, method, options, kwargs):
     """``engine.method(centers, **kwargs)`` of one block: one row per observation."""
     if not block.shape[0]:
@@ -109,7 +94,7 @@ def _row_output(block, weights, centers, method, options, kwargs):
     return getattr(block_engine(block, weights, options), method)(centers, **kwargs)
 
 
-@one_blas_thread
+@blas_held
 def _max_sq_distances(block, weights, points, options):
     if not block.shape[0]:
         return np.zeros((1, points.shape[0]))
@@ -130,7 +115,7 @@ def _shifted_sq_norms(block, shift):
     return out
 
 
-@one_blas_thread
+@blas_held
 def _moments(block, weights, pivot, scale):
     """``sum w y y^T``, ``sum w y`` and ``sum w`` of one block, ``y = x - pivot``, as a row."""
     d = block.shape[1]
@@ -146,7 +131,7 @@ def _moments(block, weights, pivot, scale):
     return out
 
 
-@one_blas_thread
+@blas_held
 def _start_terms(block, weights, centers, scale, options):
     """``sum w dmin``, ``sum w`` and whether a positive-weight row lies off every centroid."""
     if not block.shape[0]:

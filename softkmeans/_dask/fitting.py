@@ -15,7 +15,8 @@ import dask.array as da
 import numpy as np
 from sklearn.utils.validation import _check_feature_names, _check_n_features, check_is_fitted
 
-from .engine import BlockwiseEngine, one_blas_thread
+from .._validation import validate_X
+from .engine import BlockwiseEngine, blas_held
 
 __all__ = ["fit_blocks", "map_rows", "weighted_mean"]
 
@@ -36,7 +37,7 @@ def fit_blocks(estimator, X, sample_weight):
             "in-memory sample (X[:m].compute()), or fit SoftKMeans or EntmaxKMeans on the "
             "dask array; predict, transform and score take dask arrays."
         )
-    X = _surveyed(_validated(estimator, X, reset=True))
+    X = _surveyed(validate_X(X, estimator, reset=True))
     sample_weight = _blocks_weights(sample_weight, X)
     engine = BlockwiseEngine(X, sample_weight, estimator.backend, estimator.n_threads)
     estimator._check_params_vs_input(X, engine.sample_weight)
@@ -51,7 +52,7 @@ def map_rows(estimator, method, X):
     ``predict_proba`` and ``transform`` one column per centroid, in the dtype of X.
     """
     check_is_fitted(estimator)
-    X = _validated(estimator, X, reset=False)
+    X = validate_X(X, estimator, reset=False)
     # a shallow copy without the per-row results, which tasks need not carry
     model = type(estimator).__new__(type(estimator))
     model.__dict__.update((name, value) for name, value in estimator.__dict__.items()
@@ -67,7 +68,7 @@ def map_rows(estimator, method, X):
                         chunks=(X.chunks[0], (k,)), dtype=X.dtype, meta=X._meta)
 
 
-@one_blas_thread
+@blas_held
 def _apply(block, model, method, dtype):
     if not block.shape[0]:  # an in-memory method refuses empty input
         k = model.cluster_centers_.shape[0]
@@ -87,8 +88,9 @@ def weighted_mean(values, sample_weight):
     return float((values * weights).sum().compute() / weights.sum().compute())
 
 
-def _validated(estimator, X, reset):
-    """A dask array of float rows with one chunk of columns; feature names and count checked."""
+def validated_blocks(X, estimator, reset):
+    """A dask array of float rows with one chunk of columns; feature names and count checked
+    (the dask branch of :func:`softkmeans._validation.validate_X`; lazy: no pass over X)."""
     if hasattr(X, "columns"):  # a dask DataFrame: its meta is an empty pandas one
         _check_feature_names(estimator, X._meta, reset=reset)
         X = X.to_dask_array()

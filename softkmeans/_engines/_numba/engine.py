@@ -22,11 +22,12 @@ Threads: ``n_threads`` when given, otherwise the OpenMP limit in effect
 (``OMP_NUM_THREADS`` or a ``threadpoolctl`` limit, as scikit-learn reads it),
 capped by ``NUMBA_NUM_THREADS`` (the number of CPUs unless set), and by the
 size of the pass (one thread per :data:`WORK_PER_THREAD` multiply-adds). BLAS
-runs at one thread inside a pass. Results are the same bits whatever the
-number of threads.
+runs at one thread inside a pass on several threads. Results are the same bits
+whatever the number of threads.
 """
 
 import copy
+from contextlib import nullcontext
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,11 +36,11 @@ from ..._core.bounds import UNIT_ROUNDOFF, unit_roundoff
 from ..._core.responsibilities import HARD, RelaxationSpec
 from ..._jit import read_only
 from .._array import NumpyEngine, first_equal_rows, row_sq_norms
+from .._blas import one_blas_thread
 from .._chunks import row_blocks
 from .._conditioning import centering_shift, power_of_two_scale
 from .._in_memory import InMemorySteps
 from .._stats import PassStats
-from .blas import blas_at_one_thread
 from .kernels import (
     OUT_DIST,
     OUT_FARTHEST,
@@ -253,7 +254,8 @@ class NumbaEngine(InMemorySteps):
     def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):
         """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin).
 
-        BLAS is held to one thread during it (:func:`.blas.blas_at_one_thread`).
+        A pass on several threads holds BLAS at one thread (:func:`.._blas.one_blas_thread`),
+        each of them calling it; a pass on the calling thread alone calls BLAS as numpy does.
         ``OUT_FARTHEST`` takes an ``out`` of ``n_slots`` rows (:meth:`_slots`).
         """
         centers, c_sq = self._shifted_centers(centers)
@@ -269,7 +271,7 @@ class NumbaEngine(InMemorySteps):
         outputs = RowOutputs(labels, margins, dmin, out)
         kind, tau, alpha = KINDS[spec.kind], spec.tau, float(spec.alpha)
         data = self._kernel_inputs()
-        with blas_at_one_thread():
+        with one_blas_thread() if n_threads > 1 else nullcontext():
             if sp.issparse(X):
                 centroids = CsrCentroids(np.ascontiguousarray(centers.T), c_sq)
                 pass_spec = PassSpec(kind, tau, alpha, 0.0, with_sums, out_mode)
@@ -283,8 +285,8 @@ class NumbaEngine(InMemorySteps):
             run_in_threads(kernel, n_slots, n_threads, data, centroids, pass_spec, layout,
                            outputs, accumulators)
         # the slots in slot order: the same sums whatever the number of threads
-        sums, masses, scalars = (a[:, :size].sum(axis=0) for a, size in
-                                 ((sums, k), (masses, k), (scalars, 3)))
+        sums, masses, scalars = (a[0, :size] if n_slots == 1 else a[:, :size].sum(axis=0)
+                                 for a, size in ((sums, k), (masses, k), (scalars, 3)))
         if self._weight_scale != 1.0:
             sums, masses, scalars = (a * self._weight_scale for a in (sums, masses, scalars))
         return sums, masses, scalars, labels, margins, dmin

@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from .blas import blas_controller
+from .._blas import blas_controller
 from .transpose import TILE_BYTES
 
 __all__ = ["SMALL_KERNEL_CORES", "SMALL_PRODUCT", "blocked_products", "chunk_rows",
