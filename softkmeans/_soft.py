@@ -69,8 +69,9 @@ class SoftKMeans(FixedTemperatureKMeans):
         ``sigma="auto"``, changes ``sigma**2`` by at most as much); or when
         the assignments repeat, so that the update moves nothing; or, after a
         pass with soft responsibilities, when the mean log-likelihood per
-        sample that :meth:`score` measures changes by at most ``tol`` (as
-        :class:`~sklearn.mixture.GaussianMixture` stops). A fit whose
+        sample that :meth:`score` measures changes by less than the rounding
+        of the pass's objective (the objective no longer resolves the
+        progress; ``tol=0`` leaves this test out). A fit whose
         responsibilities are all one-hot (an entmax fit below its
         identification temperature) stops where ``KMeans`` stops from the same
         start. 1e-4 stops within a fraction of a percent of the converged
