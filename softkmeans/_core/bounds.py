@@ -18,6 +18,7 @@ roundoff of the engine's arithmetic: ``2^-53``, or ``2^-24`` where it computes
 in float32 (the numba engine and the CuPy engine on dense float32 data).
 """
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -293,6 +294,7 @@ def _sigma_star(delta, R, rho, n_clusters, r_star):
 
 
 # ------------------------------------------------------------- tolerances
+@functools.cache
 def unit_roundoff(dtype):
     """Unit roundoff ``eps / 2`` of a float dtype: ``2^-53`` in float64, ``2^-24`` in float32."""
     return float(np.finfo(dtype).eps) / 2.0

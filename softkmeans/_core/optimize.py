@@ -235,10 +235,12 @@ def mixture_variance(sums, masses, total, spread, origin, n_features, unit_round
     float
     """
     full = masses > 0
-    means = sums[full] / masses[full, None]
+    if not full.all():
+        sums, masses = sums[full], masses[full]
+    means = sums / masses[:, None]
     if origin is not None:
         means = means - origin
-    masses = masses[full] * (total / float(masses.sum()))
+    masses = masses * (total / float(masses.sum()))
     explained = float(masses @ np.einsum("ij,ij->i", means, means))
     residual = spread - explained
     if not residual > (n_features + 2) * unit_roundoff * spread:
@@ -252,8 +254,8 @@ def _with_shared_variance(engine, stats, spec, shrink, row_norms=None):
     variance = shared_variance(engine, stats, row_norms)
     if not variance > 0:
         return spec
-    sigma = shrink * np.sqrt(variance)
-    return replace(spec, sigma=float(np.clip(sigma, SIGMA_MIN, SIGMA_MAX)))
+    sigma = shrink * float(np.sqrt(variance))
+    return replace(spec, sigma=min(max(sigma, SIGMA_MIN), SIGMA_MAX))
 
 
 @dataclass(frozen=True)

@@ -320,7 +320,7 @@ class NumbaEngine(InMemorySteps):
     def estep(self, centers, spec, with_sums=True):
         """One pass (:meth:`softkmeans._engines._contract.Engine.estep`)."""
         sums, masses, scalars, labels, margins, dmin = self._pass(centers, spec, with_sums)
-        objective, inertia, gap = (float(v) for v in scalars)
+        objective, inertia, gap = scalars.tolist()
         stats = PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
         if spec.kind == "softmax" and with_sums:
             light = np.flatnonzero(masses < LIGHT_MASS * self._total_weight)

@@ -128,8 +128,13 @@ def dense_inverse(tau, dtype):
     to the row-by-row path, which divides by ``tau`` in float64. At such
     temperatures the soft rows are the tied ones.
     """
-    limit = float(np.finfo(dtype).max) * 1e-8
-    return np.dtype(dtype).type(0.0 if tau * limit <= 1.0 else 1.0 / tau)
+    scalar = _FLOAT_TYPES[np.dtype(dtype)]
+    return scalar(0.0 if tau * _INVERSE_LIMITS[scalar] <= 1.0 else 1.0 / tau)
+
+
+#: The scalar type of each float dtype, and ``1e-8`` of its largest value (:func:`dense_inverse`).
+_FLOAT_TYPES = {np.dtype(t): t for t in (np.float32, np.float64)}
+_INVERSE_LIMITS = {t: float(np.finfo(t).max) * 1e-8 for t in (np.float32, np.float64)}
 
 
 #: A dense softmax row adds its nearest centroid's share through the chunk's product
