@@ -35,6 +35,8 @@ def separate_coincident(engine, centers):
         ``centers`` with its copies moved (a new array).
     """
     centers = np.array(centers, dtype=np.float64)
+    if len(set(np.einsum("ij,ij->i", centers, centers).tolist())) == centers.shape[0]:
+        return centers  # distinct squared norms: no two centroids are equal
     _, first = np.unique(centers, axis=0, return_index=True)  # -0.0 equals 0.0 here
     if first.size == centers.shape[0]:
         return centers
