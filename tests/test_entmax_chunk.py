@@ -32,7 +32,7 @@ def _both_ways(U, x_sq, tau, alpha):
     unused = np.empty(rows)
     per_row = ChunkRows(label, first, second, hard, unused, unused, unused,
                         np.empty(rows, np.intp), unused, unused, unused, unused)
-    compact = entmax_chunk(U, x_sq, per_row, tau, alpha, True)
+    compact = entmax_chunk(U, x_sq, per_row, tau, alpha)
     idx, val, work = np.empty(k + 1, np.intp), np.empty(k + 1), np.empty(k)
     gaps, resp = np.zeros((rows, 2)), np.zeros((rows, 2, k))
     in_chunk = np.zeros(rows, np.bool_)

@@ -24,7 +24,8 @@ from numba import njit
 from ..._jit import INNER_JIT_OPTIONS
 from .rows import sorted_candidate
 
-__all__ = ["MAX_SORTED", "CompactRows", "sorted_entmax", "entmax_chunk", "compact_row"]
+__all__ = ["MAX_SORTED", "CompactRows", "sorted_entmax", "entmax_chunk", "no_rows",
+           "compact_row"]
 
 #: Most slots of a chunk (candidates of a row): the sort costs their number squared per row.
 MAX_SORTED = 16
@@ -45,14 +46,14 @@ def sorted_entmax(alpha):
 
 
 @njit(**_INNER, error_model="numpy")  # no zero-division checks: the loops vectorize
-def entmax_chunk(U, x_sq, per_row, tau, alpha, active):
+def entmax_chunk(U, x_sq, per_row, tau, alpha):
     """The responsibilities of a chunk's soft rows (:data:`CompactRows`).
 
     ``U`` holds the chunk's ``||c||^2 - 2 x.c`` (centroid-major), ``x_sq``
     its rows' squared norms, ``per_row`` their ``dmin`` and ``hard``
     (:data:`.kernels.ChunkRows`); ``alpha`` is 1.5 or 2
-    (:func:`sorted_entmax`); with ``active`` false there are no rows. A row
-    ``q`` with ``count[q] > width`` is left to :func:`.rows.row_given_nearest`.
+    (:func:`sorted_entmax`). A row ``q`` with ``count[q] > width`` is left to
+    :func:`.rows.row_given_nearest`.
 
     One function, its steps written out: numba optimizes a callee again
     inside every caller (see :mod:`.kernels`).
@@ -63,7 +64,7 @@ def entmax_chunk(U, x_sq, per_row, tau, alpha, active):
     window = tau / (alpha - 1.0)
     cap = min(k, MAX_SORTED)
     n = 0
-    for r in range(rows if active else 0):
+    for r in range(rows):
         n += not hard[r]
     # The candidates in index order, by row: every centroid is stored, the next one overwrites
     # it unless it is a candidate; those past the cap are not kept (slot cap is overwritten).
@@ -71,7 +72,7 @@ def entmax_chunk(U, x_sq, per_row, tau, alpha, active):
     index = np.empty((n, cap + 1), np.intp)
     excess_by_row = np.empty((n, cap + 1))  # d - dmin, d = max(||x||^2 + u, 0) in float64
     q = 0
-    for r in range(rows if active else 0):
+    for r in range(rows):
         if hard[r]:
             continue
         c = 0
@@ -148,6 +149,13 @@ def entmax_chunk(U, x_sq, per_row, tau, alpha, active):
         entropy = (1.0 - power_sum[q]) / (alpha * (alpha - 1.0))
         gap[q] = tau * entropy - weighted_excess[q]
     return CompactRows(count, index, z, gap, width)
+
+
+@njit(**_INNER)
+def no_rows():
+    """:data:`CompactRows` without a row, of :func:`entmax_chunk`'s types."""
+    return CompactRows(np.empty(0, np.intp), np.empty((0, 1), np.intp), np.empty((0, 0)),
+                       np.empty(0), np.intp(0))
 
 
 @njit(**_INNER)

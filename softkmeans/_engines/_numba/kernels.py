@@ -56,7 +56,7 @@ from numba import njit
 
 from ..._jit import INNER_JIT_OPTIONS, JIT_OPTIONS
 from .elementary import exp_as, exp_nonpositive, log1p_nonnegative
-from .entmax_chunk import compact_row, entmax_chunk, sorted_entmax
+from .entmax_chunk import compact_row, entmax_chunk, no_rows, sorted_entmax
 from .rows import (
     ENTMAX,
     SOFTMAX,
@@ -476,6 +476,7 @@ def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start,
     val = np.empty(k + 1)
     n_chunks = (n + chunk - 1) // chunk
     sorted_rows = kind == ENTMAX and sorted_entmax(alpha)
+    no_compact = no_rows()
     for s in range(slot_start, slot_stop):
         slot = SlotSums(accumulators.sums[s, :k], accumulators.masses[s, :k],
                         accumulators.scalars[s])
@@ -532,12 +533,13 @@ def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start,
                 _one_hot_rows(Xc, weights, start, per_row, with_sums, outputs, slot)
                 if one_hot == rows:
                     continue
-            # entmax rows of alpha 1.5 or 2 computed together (none otherwise)
-            compact = entmax_chunk(U, xc_sq, per_row, tau, alpha, sorted_rows)
-            if sorted_rows and out_mode == OUT_NONE:
-                _sorted_entmax_rows(Xc, weights, start, U, xc_sq, per_row, compact, spec, outputs,
-                                    slot, row, idx, val, work)
-                continue
+            compact = no_compact
+            if sorted_rows:  # the entmax rows of alpha 1.5 or 2 computed together
+                compact = entmax_chunk(U, xc_sq, per_row, tau, alpha)
+                if out_mode == OUT_NONE:
+                    _sorted_entmax_rows(Xc, weights, start, U, xc_sq, per_row, compact, spec,
+                                        outputs, slot, row, idx, val, work)
+                    continue
             n_soft = np.intp(0)  # soft rows so far
             # No array views are created per row below: each one costs an atomic reference count.
             for r in range(rows):
