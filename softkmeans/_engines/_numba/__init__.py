@@ -3,7 +3,8 @@
 - :mod:`.engine`: :class:`~.engine.NumbaEngine`, the passes of the engine
   contract, run as parallel kernels;
 - :mod:`.kernels`: the pass kernels over dense and CSR data;
-  :mod:`.rows`: one row's responsibilities; :mod:`.elementary`: vectorizable
+  :mod:`.rows`: one row's responsibilities; :mod:`.entmax_chunk`: a chunk's
+  entmax rows together; :mod:`.elementary`: vectorizable
   ``exp`` and ``log1p``; :mod:`.transpose`: a chunk's transpose;
 - :mod:`.layout`: how a dense pass splits its work; :mod:`.threads`: the
   threads of a pass; :mod:`.blas`: BLAS held to one thread meanwhile;

@@ -32,8 +32,10 @@ Dense X, one chunk of rows at a time (:func:`.layout.chunk_rows` rows):
    with ``blocked_products``, and the exps and the row loop on top;
 3. otherwise the one-hot rows (Lloyd's, or identified entmax or softmax rows)
    add ``x_i`` to one centroid's sums in one loop, and the other rows visit
-   their candidate centroids one by one (:mod:`.rows`); passes that
-   write per-row outputs take every row one by one.
+   their candidate centroids one by one (:mod:`.rows`), but for entmax-1.5
+   and 2, whose rows' responsibilities are computed together
+   (:mod:`.entmax_chunk`, the same bits); passes that write per-row outputs
+   take every row one by one.
 
 CSR X is processed row by row with float64 products. ``blocked_products`` and the other
 choices of :mod:`.layout` say when blocks and transposes pay.
@@ -54,7 +56,15 @@ from numba import njit
 
 from ..._jit import INNER_JIT_OPTIONS, JIT_OPTIONS
 from .elementary import exp_as, exp_nonpositive, log1p_nonnegative
-from .rows import SOFTMAX, is_hard_row, row_given_nearest, row_responsibilities, softmax_floor
+from .entmax_chunk import compact_row, entmax_chunk, no_rows, sorted_entmax
+from .rows import (
+    ENTMAX,
+    SOFTMAX,
+    is_hard_row,
+    row_given_nearest,
+    row_responsibilities,
+    softmax_floor,
+)
 from .transpose import transpose_rows
 
 __all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "OUT_NONE", "OUT_RESP",
@@ -247,6 +257,48 @@ def _one_hot_rows(Xc, weights, start, per_row, with_sums, outputs, slot):
     scalars[1] += objective
 
 
+@njit(**_INNER)
+def _sorted_entmax_rows(Xc, weights, start, U, xc_sq, per_row, compact, spec, outputs, slot,
+                        row, idx, val, work):
+    """Statistics of a chunk's soft entmax rows, in row order, from their ``compact``
+    responsibilities (:func:`.entmax_chunk.entmax_chunk`), or from
+    :func:`.rows.row_given_nearest` for a row with more candidates than their width.
+
+    Every row adds the same terms in the same order as :func:`dense_pass`'s row loop, without
+    its branches on the outputs.
+    """
+    first, label, hard = per_row.dmin, per_row.label, per_row.hard
+    labels, dmin = outputs.labels, outputs.dmin
+    sums, masses, scalars = slot
+    objective, inertia, gap_sum = scalars[0], scalars[1], scalars[2]
+    q = np.intp(0)  # not the literal 0, for which numba would compile compact_row once more
+    for r in range(Xc.shape[0]):
+        if hard[r]:
+            continue
+        i = start + r
+        w = weights[i]
+        if compact.count[q] <= compact.width:
+            m, gap = compact_row(compact, q, idx, val)
+        else:
+            for j in range(U.shape[0]):
+                row[j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
+            m, gap = row_given_nearest(row, spec.kind, label[r], first[r], per_row.second[r],
+                                       spec.tau, spec.alpha, idx, val, work)
+        q += 1
+        for p in range(m):
+            masses[idx[p]] += w * val[p]
+            if spec.with_sums:
+                coef = w * val[p]
+                for f in range(Xc.shape[1]):
+                    sums[idx[p], f] += coef * Xc[r, f]
+        labels[i] = label[r]
+        dmin[i] = first[r]
+        objective += w * (first[r] - gap)
+        inertia += w * first[r]
+        gap_sum += w * gap
+    scalars[0], scalars[1], scalars[2] = objective, inertia, gap_sum
+
+
 @njit(**_INNER, error_model="numpy")  # no zero-division checks: the loop vectorizes
 def _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale):
     """Each row's ``s_r = exp(-(second_r - dmin_r) / tau)``, gap and product scale.
@@ -428,6 +480,8 @@ def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start,
     idx = np.empty(k + 1, np.intp)
     val = np.empty(k + 1)
     n_chunks = (n + chunk - 1) // chunk
+    sorted_rows = kind == ENTMAX and sorted_entmax(alpha)
+    no_compact = no_rows()
     for s in range(slot_start, slot_stop):
         slot = SlotSums(accumulators.sums[s, :k], accumulators.masses[s, :k],
                         accumulators.scalars[s])
@@ -484,6 +538,14 @@ def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start,
                 _one_hot_rows(Xc, weights, start, per_row, with_sums, outputs, slot)
                 if one_hot == rows:
                     continue
+            compact = no_compact
+            if sorted_rows:  # the entmax rows of alpha 1.5 or 2 computed together
+                compact = entmax_chunk(U, xc_sq, per_row, tau, alpha)
+                if out_mode == OUT_NONE:
+                    _sorted_entmax_rows(Xc, weights, start, U, xc_sq, per_row, compact, spec,
+                                        outputs, slot, row, idx, val, work)
+                    continue
+            n_soft = np.intp(0)  # soft rows so far
             # No array views are created per row below: each one costs an atomic reference count.
             for r in range(rows):
                 if out_mode == OUT_NONE and hard[r]:
@@ -496,11 +558,14 @@ def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start,
                     m, gap = 1, 0.0
                     idx[0] = label[r]
                     val[0] = 1.0
+                elif sorted_rows and compact.count[n_soft] <= compact.width:
+                    m, gap = compact_row(compact, n_soft, idx, val)
                 else:
                     for j in range(k):
                         row[j] = max(xc_sq[r] + np.float64(U[j, r]), 0.0)
                     m, gap = row_given_nearest(row, kind, label[r], first[r], second[r], tau, alpha,
                                                idx, val, work)
+                n_soft += not hard[r]
                 w = weights[i]
                 _record_row(outputs, out_mode, slot, i, w, label[r], first[r], margins[i], gap, m,
                             idx, val)

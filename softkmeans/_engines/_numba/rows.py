@@ -35,8 +35,8 @@ from ..._jit import INNER_JIT_OPTIONS
 from .elementary import exp_nonpositive, log1p_nonnegative
 
 __all__ = ["HARD", "SOFTMAX", "ENTMAX", "KINDS", "SOFTMAX_SKIP_EPS", "nearest_two",
-           "softmax_cutoff", "softmax_floor", "is_hard_row", "row_responsibilities",
-           "row_given_nearest"]
+           "softmax_cutoff", "softmax_floor", "sorted_candidate", "is_hard_row",
+           "row_responsibilities", "row_given_nearest"]
 
 #: Integer codes of :attr:`RelaxationSpec.kind` inside the kernels.
 HARD, SOFTMAX, ENTMAX = 0, 1, 2
@@ -142,7 +142,7 @@ def _sort_descending(u, m, out):
 
 
 @njit(**_INNER)
-def _sorted_candidate(s, power_two, csum, csum_sq):
+def sorted_candidate(s, power_two, csum, csum_sq):
     """Threshold candidate for support size ``s + 1`` from the running sums."""
     count = s + 1.0
     if power_two:
@@ -166,14 +166,14 @@ def _threshold_sorted(u, m, power_two, work):
     for s in range(m):
         csum += srt[s]
         csum_sq += srt[s] * srt[s]
-        cand = _sorted_candidate(s, power_two, csum, csum_sq)
+        cand = sorted_candidate(s, power_two, csum, csum_sq)
         support += (cand <= srt[s]) if power_two else (cand < srt[s])
     support = max(support, 1)
     csum = csum_sq = 0.0
     for s in range(support):
         csum += srt[s]
         csum_sq += srt[s] * srt[s]
-    return _sorted_candidate(support - 1, power_two, csum, csum_sq)
+    return sorted_candidate(support - 1, power_two, csum, csum_sq)
 
 
 @njit(**_INNER)
