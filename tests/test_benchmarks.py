@@ -281,6 +281,24 @@ def test_fit_cost_quick_run_writes_its_table(tmp_path, capsys):
     assert [r["name"] for r in saved["results"]] == names
 
 
+def test_fit_cost_compares_dask_fits_by_iterations(monkeypatch):
+    pytest.importorskip("dask_ml")
+    fit_cost = _script("fit_cost")
+    monkeypatch.setattr(fit_cost, "DASK_SPREADS", (3.0,))
+    args = fit_cost.argparse.Namespace(quick=True, seed=0, repeats=1, budget=1.0, clock="wall")
+    rows = fit_cost.dask_comparison(args)["rows"]
+    assert [(r["contender"], r["start"]) for r in rows] == [
+        ("dask-ml KMeans", "own"), ("SoftKMeans()", "own"), ("EntmaxKMeans()", "own"),
+        ("SoftKMeans()", "dask-ml's"), ("EntmaxKMeans()", "dask-ml's")]
+    assert rows[0]["iter_ratio"] == rows[0]["time_ratio"] == rows[0]["J_ratio"] == 1.0
+    for row in rows[1:]:
+        assert row["iter_ratio"] == row["n_iter"] / rows[0]["n_iter"]
+        assert not row["convergence_warning"] and 0.9 < row["J_ratio"] < 1.1
+    iris = fit_cost.run_dataset("iris", fit_cost.DATASETS["iris"](True), args)
+    text = fit_cost.report([iris], {"n": 1, "chunk": 1, "rows": rows}, [])
+    assert "| 3 | SoftKMeans() | dask-ml's |" in text
+
+
 def test_choose_k_quick_run_writes_its_tables(tmp_path, capsys):
     choose_k = _script("choose_k")
     rows = choose_k.main(["--quick", "--ref-runs", "2", "--gap-draws", "2",
