@@ -200,6 +200,21 @@ def _neighbourhood(centers, clusters):
     return np.union1d(clusters, nearest.ravel())
 
 
+def _settle(rows, weights, labels, sums, masses, needed, settled):
+    """Hartigan sweeps over ``rows`` (``labels``, ``sums`` and ``masses`` updated in place)
+    until one lowers ``J`` by at most ``settled``, or until the sweeps left, each lowering it
+    by no more than the last one did, could no longer lower it by ``needed`` in all (a
+    settling's sweeps lower it less and less): ``(decrease, n_sweeps)``."""
+    decrease, n_sweeps = 0.0, 0
+    while n_sweeps < _SETTLE_SWEEPS:
+        _, swept, _ = hartigan_visits(rows, weights, labels, sums, masses, 1)
+        decrease += swept
+        n_sweeps += 1
+        if swept <= settled or decrease + swept * (_SETTLE_SWEEPS - n_sweeps) <= needed:
+            break
+    return decrease, n_sweeps
+
+
 def _try_move(rows, weights, point, move):
     """The partition after ``move = (net, a, b, j, moved)`` and the settling, or None when
     ``J`` did not go down; and the rows visited by the settling, counted once per sweep."""
@@ -216,8 +231,8 @@ def _try_move(rows, weights, point, move):
     region = np.flatnonzero(np.isin(labels, _neighbourhood(sums / masses[:, None],
                                                            np.array([a, b, j]))))
     settled = labels[region]
-    _, decrease, n_sweeps = hartigan_visits(rows[region], weights[region], settled, sums,
-                                            masses, _SETTLE_SWEEPS, _SETTLED * point.inertia)
+    decrease, n_sweeps = _settle(rows[region], weights[region], settled, sums, masses,
+                                 _PROGRESS * point.inertia - net, _SETTLED * point.inertia)
     visits = region.size * n_sweeps
     if not point.inertia - net - decrease < point.inertia * (1.0 - _PROGRESS):
         return None, visits
