@@ -168,7 +168,7 @@ def test_power_iterations_give_the_covariances_axes(monkeypatch):
     lam, axes = mc._principal_axes(data, centers, log_prior, 4.0)
     capped, _ = mc._power_axes(data, centers, log_prior, 4.0, None)
     assert np.all(capped <= lam * (1 + 1e-12)) and np.all(capped >= 0.9 * lam)
-    monkeypatch.setattr(mc, "_AXIS_ITERATIONS", 100)
+    monkeypatch.setattr(mc, "AXIS_ITERATIONS", 100)
     lam_power, axes_power = mc._power_axes(data, centers, log_prior, 4.0, None)
     np.testing.assert_allclose(lam_power, lam, rtol=1e-5)  # they stop at a change of 1e-6
     np.testing.assert_allclose(np.abs(np.einsum("ij,ij->i", axes, axes_power)), 1.0, atol=1e-4)

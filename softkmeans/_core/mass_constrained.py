@@ -37,7 +37,7 @@ from .prior_loops import add_prior_weighted
 from .progress import Progress
 from .responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
 from .row_blocks import dense_rows, row_slices
-from .split_merge import EIGH_MAX_FEATURES, merge_split_search
+from .split_merge import AXIS_ITERATIONS, AXIS_TOL, EIGH_MAX_FEATURES, merge_split_search
 from .temperature import weighted_mean
 
 __all__ = ["STAGE_MAX_ITER", "GrowthResult", "anneal_mass_constrained", "finish_codebook",
@@ -53,12 +53,6 @@ _MIN_ROWS_PER_CLUSTER = 4
 #: A cluster whose ``lambda_max`` is below ``(_ROUNDING_SPREAD * spread of the data)^2`` is
 #: one point to rounding: it has no transition left.
 _ROUNDING_SPREAD = 1e3 * np.finfo(float).eps
-#: Power iterations of the principal axes beyond :data:`EIGH_MAX_FEATURES` features, and the
-#: change of an axis under which they stop. The cap binds on flat spectra (TF-IDF), where
-#: the eigenvalues come out as Rayleigh quotients a little below them: the growth needs the
-#: transitions' temperatures roughly and the axes only as directions to split along.
-_AXIS_ITERATIONS = 10
-_AXIS_TOL = 1e-6
 #: The temperature ``sigma^2`` steps to this fraction of the next critical one (or less).
 _PAST_CRITICAL = 0.8
 #: Half the distance between the two copies of a split codevector, in units of
@@ -239,11 +233,11 @@ def _power_axes(data, centers, log_prior, sigma_sq, start):
             out += transposed_times(block, along) - along.sum(axis=0)[:, None] * centers
         return out / np.maximum(masses, np.finfo(float).tiny)[:, None]
 
-    for _ in range(_AXIS_ITERATIONS):
+    for _ in range(AXIS_ITERATIONS):
         image = times_covariance(axes)
         norms = np.linalg.norm(image, axis=1, keepdims=True)
         new = np.where(norms > 0, image / np.maximum(norms, np.finfo(float).tiny), axes)
-        converged = np.abs(np.abs(np.einsum("ij,ij->i", new, axes)) - 1.0).max() < _AXIS_TOL
+        converged = np.abs(np.abs(np.einsum("ij,ij->i", new, axes)) - 1.0).max() < AXIS_TOL
         axes = new
         if converged:
             break

@@ -27,8 +27,8 @@ from .centred_rows import CentredRows
 from .hartigan import distances_to_own, nearest_labels, partition_sums, weighted_row_sum
 from .hartigan_loops import hartigan_visits
 
-__all__ = ["EIGH_MAX_FEATURES", "Partition", "merge_split_search", "principal_axis",
-           "widest_cut"]
+__all__ = ["AXIS_ITERATIONS", "AXIS_TOL", "EIGH_MAX_FEATURES", "Partition",
+           "merge_split_search", "principal_axis", "widest_cut"]
 
 #: Cheapest merges and most profitable cuts paired in one round of the search.
 MERGES = 4
@@ -44,9 +44,13 @@ _SETTLED = 1e-5
 #: whose centroids are among the ``_NEIGHBOURS`` nearest to one of them.
 _NEIGHBOURS = 3
 #: Up to this many features a cluster's principal axis comes from its scatter matrix,
-#: beyond by power iterations.
+#: beyond by power iterations, at most ``AXIS_ITERATIONS`` of them, which stop once an
+#: axis changes by less than ``AXIS_TOL``. The cap binds on flat spectra (TF-IDF), where
+#: the eigenvalues come out as Rayleigh quotients a little below them: a split or a cut
+#: needs the axis only as a direction to cut along.
 EIGH_MAX_FEATURES = 128
-_AXIS_ITERATIONS = 30
+AXIS_ITERATIONS = 10
+AXIS_TOL = 1e-6
 #: The search ends once its settlings have visited this many rows per row of the sample
 #: (a sweep over the sample visits one): a cap on its cost, some tens of Lloyd passes.
 _VISITS_PER_ROW = 80
@@ -137,16 +141,21 @@ def principal_axis(centred, weights, n_features):
     if n_features <= EIGH_MAX_FEATURES:
         return np.linalg.eigh(centred.T @ (weights[:, None] * centred))[1][:, -1]
     axis = np.random.RandomState(0).standard_normal(n_features)
-    for _ in range(_AXIS_ITERATIONS):
+    axis /= np.linalg.norm(axis)
+    for _ in range(AXIS_ITERATIONS):
         projected = weights * (centred @ axis)
         if isinstance(centred, CentredRows):
-            axis = centred.transposed_times(projected[:, None])[0]
+            image = centred.transposed_times(projected[:, None])[0]
         else:
-            axis = centred.T @ projected
-        norm = np.linalg.norm(axis)
+            image = centred.T @ projected
+        norm = np.linalg.norm(image)
         if norm == 0:
             break
-        axis /= norm
+        image /= norm
+        converged = abs(abs(image @ axis) - 1.0) < AXIS_TOL
+        axis = image
+        if converged:
+            break
     return axis
 
 
@@ -191,6 +200,21 @@ def _neighbourhood(centers, clusters):
     return np.union1d(clusters, nearest.ravel())
 
 
+def _settle(rows, weights, labels, sums, masses, needed, settled):
+    """Hartigan sweeps over ``rows`` (``labels``, ``sums`` and ``masses`` updated in place)
+    until one lowers ``J`` by at most ``settled``, or until the sweeps left, each lowering it
+    by no more than the last one did, could no longer lower it by ``needed`` in all (a
+    settling's sweeps lower it less and less): ``(decrease, n_sweeps)``."""
+    decrease, n_sweeps = 0.0, 0
+    while n_sweeps < _SETTLE_SWEEPS:
+        _, swept, _ = hartigan_visits(rows, weights, labels, sums, masses, 1)
+        decrease += swept
+        n_sweeps += 1
+        if swept <= settled or decrease + swept * (_SETTLE_SWEEPS - n_sweeps) <= needed:
+            break
+    return decrease, n_sweeps
+
+
 def _try_move(rows, weights, point, move):
     """The partition after ``move = (net, a, b, j, moved)`` and the settling, or None when
     ``J`` did not go down; and the rows visited by the settling, counted once per sweep."""
@@ -207,8 +231,8 @@ def _try_move(rows, weights, point, move):
     region = np.flatnonzero(np.isin(labels, _neighbourhood(sums / masses[:, None],
                                                            np.array([a, b, j]))))
     settled = labels[region]
-    _, decrease, n_sweeps = hartigan_visits(rows[region], weights[region], settled, sums,
-                                            masses, _SETTLE_SWEEPS, _SETTLED * point.inertia)
+    decrease, n_sweeps = _settle(rows[region], weights[region], settled, sums, masses,
+                                 _PROGRESS * point.inertia - net, _SETTLED * point.inertia)
     visits = region.size * n_sweeps
     if not point.inertia - net - decrease < point.inertia * (1.0 - _PROGRESS):
         return None, visits
