@@ -202,7 +202,7 @@ def test_data_spread_up_to_1e150_fit_as_unit_data():
 def test_cheapest_merges_are_those_of_every_pair_ranked_exactly(offset):
     """The screen by norms keeps the cheapest pairs, for centroids far from the origin too
     (from the raw norms, at 1e8 it kept pairs of rounding noise)."""
-    from softkmeans._core.split_merge import _cheapest_merges, _ward
+    from softkmeans._core.split_merge import _ward, cheapest_merges
 
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -210,7 +210,7 @@ def test_cheapest_merges_are_those_of_every_pair_ranked_exactly(offset):
         masses = rng.uniform(1.0, 5.0, 30)
         every = sorted((_ward(masses[a], masses[b], centers[a], centers[b]), a, b)
                        for a, b in itertools.combinations(range(30), 2))
-        assert [(a, b) for _, a, b in _cheapest_merges(centers, masses, 4)] == [
+        assert [(a, b) for _, a, b in cheapest_merges(centers, masses, 4)] == [
             (a, b) for _, a, b in every[:4]]
 
 

@@ -11,6 +11,9 @@ the fit of ``k - 1`` with its widest cluster cut in two, and then that of
 ``k + 1`` with its two closest clusters merged, polished, replace that of
 ``k`` where their ``J`` is lower (a divisive growth cannot reach a best
 partition at ``k`` that is not a union of its clusters at a larger ``k``).
+Last, the best unions of the clusters of the largest ``k`` into fewer groups
+(:mod:`~softkmeans._core.unions`), polished, replace a fit where their ``J``
+is lower: greedy merges miss the best grouping of well-separated clusters.
 The growth goes one ``k`` past the last one kept, for the last to be merged
 down to as well. It fits two Gaussian mixtures to each partition, a spherical one
 and one with a principal axis per cluster
@@ -39,6 +42,7 @@ from .optimize import alternating
 from .path_mixtures import partition_mixtures
 from .responsibilities import HARD
 from .split_merge import widest_cut
+from .unions import Unions, merge_cheapest
 
 __all__ = ["PathPoint", "anneal_choosing_k", "choose_k", "cluster_path"]
 
@@ -122,20 +126,6 @@ def _stages(growth, mean):
     return stages
 
 
-def _merge_closest(run):
-    """The centroids of ``run`` with the two whose merge raises ``J`` least (Ward's cost
-    ``m_a m_b / (m_a + m_b) ||mu_a - mu_b||^2``) replaced by their weighted mean."""
-    centers, masses = run.centers, run.stats.masses
-    first, second = np.triu_indices(len(centers), 1)
-    both = np.maximum(masses[first] + masses[second], np.finfo(float).tiny)
-    cost = (masses[first] * masses[second] / both
-            * np.sum((centers[first] - centers[second]) ** 2, axis=1))
-    pair = np.argmin(cost)
-    a, b = first[pair], second[pair]
-    mean = (masses[a] * centers[a] + masses[b] * centers[b]) / both[pair]
-    return np.vstack([np.delete(centers, [a, b], axis=0), mean])
-
-
 def _lower(lloyd, polish, start, current):
     """The fit polished from ``start`` where it has as many centroids as ``current`` and a
     lower ``J``, else ``current``. Hartigan's moves, which only lower ``J``, run only where
@@ -158,6 +148,19 @@ def _cut_upwards(engine, runs, lloyd, polish):
     for i in range(2, len(runs)):
         runs[i] = _lower(lloyd, polish, widest_cut(*sample, runs[i - 1].centers, cache),
                          runs[i])
+
+
+def _unite(runs, lloyd, polish):
+    """Each fit of ``runs`` below the last replaced by the best unions of the last fit's
+    clusters into as many groups (:class:`Unions`), polished, where that ``J`` is lower;
+    only where they beat the unions that the fit's own centroids lead to (Lloyd's
+    algorithm from those would come back to the fit)."""
+    finest = runs[-1]
+    unions = Unions(finest.centers, finest.stats.masses)
+    for i in range(1, len(runs) - 1):
+        found = unions.best(runs[i].centers, np.random.RandomState(0))
+        if found is not None:
+            runs[i] = _lower(lloyd, polish, found[1], runs[i])
 
 
 def cluster_path(engine, growth, n_clusters, *, max_iter, tol):
@@ -192,7 +195,9 @@ def cluster_path(engine, growth, n_clusters, *, max_iter, tol):
     runs = [mean_run] + [polish(codebook) for _, _, _, codebook in stages[1:]]
     _cut_upwards(engine, runs, lloyd, polish)
     for i in range(len(runs) - 2, 0, -1):  # downwards: each k from the k + 1 kept
-        runs[i] = _lower(lloyd, polish, _merge_closest(runs[i + 1]), runs[i])
+        merged, _ = merge_cheapest(runs[i + 1].centers, runs[i + 1].stats.masses)
+        runs[i] = _lower(lloyd, polish, merged, runs[i])
+    _unite(runs, lloyd, polish)
     path, axes = [], {}
     for (k, appeared, split, codebook), run in zip(stages[:n_clusters], runs, strict=False):
         partition = (X, w, run.centers, run.stats.labels, run.stats.dmin, floor)

@@ -27,13 +27,13 @@ from .centred_rows import CentredRows
 from .hartigan import distances_to_own, nearest_labels, partition_sums, weighted_row_sum
 from .hartigan_loops import hartigan_visits
 
-__all__ = ["AXIS_ITERATIONS", "AXIS_TOL", "EIGH_MAX_FEATURES", "Partition",
+__all__ = ["AXIS_ITERATIONS", "AXIS_TOL", "EIGH_MAX_FEATURES", "Partition", "cheapest_merges",
            "merge_split_search", "principal_axis", "widest_cut"]
 
 #: Cheapest merges and most profitable cuts paired in one round of the search.
 MERGES = 4
 CUTS = 4
-#: Pairs ranked by their exact merge cost per merge kept (see :func:`_cheapest_merges`).
+#: Pairs ranked by their exact merge cost per merge kept (see :func:`cheapest_merges`).
 _MERGE_SCREEN = 16
 #: Hartigan sweeps of the first settling and of a move's settling, which also ends after a
 #: sweep that lowered ``J`` by at most ``_SETTLED`` of it.
@@ -110,7 +110,7 @@ def _ward(mass_a, mass_b, mean_a, mean_b):
     return float(mass_a * mass_b / (mass_a + mass_b) * np.sum((mean_a - mean_b) ** 2))
 
 
-def _cheapest_merges(centers, masses, count):
+def cheapest_merges(centers, masses, count):
     """The ``count`` pairs of clusters whose merges raise ``J`` least: ``(cost, a, b)`` each,
     cheapest first (ties in the order of ``(a, b)``).
 
@@ -280,7 +280,7 @@ def merge_split_search(rows, weights, centers, *, max_rounds):
     point = _first_partition(rows, weights, centers)
     cache, budget = {}, _VISITS_PER_ROW * rows.shape[0]
     for _ in range(max_rounds):
-        merges = _cheapest_merges(point.centers, point.masses, MERGES)
+        merges = cheapest_merges(point.centers, point.masses, MERGES)
         cuts = _cuts(rows, weights, point, CUTS + 2, cache)  # two may be of a merged pair
         moves = sorted(((gain - cost, a, b, j, moved) for cost, a, b in merges
                         for gain, j, moved in cuts if j not in (a, b)),
