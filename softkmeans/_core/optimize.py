@@ -13,6 +13,7 @@ rule of Sec. 7.1, ``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol``, which t
 reproduction keeps.
 """
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -142,9 +143,9 @@ def weighted_means(stats, centers):
 
     Of a hard pass it is the Lloyd map ``T_Lloyd(mu)``.
     """
-    full = stats.masses > 0
-    if full.all():
+    if stats.masses.min() > 0:
         return stats.sums / stats.masses[:, None]
+    full = stats.masses > 0
     new = centers.copy()
     new[full] = stats.sums[full] / stats.masses[full, None]
     return new
@@ -180,7 +181,7 @@ def _objective_noise(engine, stats, centers, row_norms):
         return 0.0
     shift = engine.distance_shift
     shifted = centers if shift is None else centers - shift
-    centers_sq = float(np.max(np.einsum("ij,ij->i", shifted, shifted), initial=0.0))
+    centers_sq = float(np.einsum("ij,ij->i", shifted, shifted).max(initial=0.0))
     sizes = largest * (norms + total * centers_sq) + abs(stats.objective) + abs(stats.inertia)
     return _NOISE_ROUNDOFFS * engine.unit_roundoff * sizes
 
@@ -234,8 +235,8 @@ def mixture_variance(sums, masses, total, spread, origin, n_features, unit_round
     -------
     float
     """
-    full = masses > 0
-    if not full.all():
+    if not masses.min() > 0:
+        full = masses > 0
         sums, masses = sums[full], masses[full]
     means = sums / masses[:, None]
     if origin is not None:
@@ -254,8 +255,8 @@ def _with_shared_variance(engine, stats, spec, shrink, row_norms=None):
     variance = shared_variance(engine, stats, row_norms)
     if not variance > 0:
         return spec
-    sigma = shrink * float(np.sqrt(variance))
-    return replace(spec, sigma=min(max(sigma, SIGMA_MIN), SIGMA_MAX))
+    sigma = shrink * math.sqrt(variance)
+    return RelaxationSpec(spec.kind, min(max(sigma, SIGMA_MIN), SIGMA_MAX), spec.alpha)
 
 
 @dataclass(frozen=True)
@@ -337,7 +338,7 @@ class _KMeansTest:
 
     def step(self, new, centers, old_sigma, new_sigma):
         """``(squared shift, small)``, the shift including the change of ``sigma^2``."""
-        shift = float(np.sum((new - centers) ** 2))
+        shift = float(((new - centers) ** 2).sum())
         small = shift <= self.shift_tol
         if new_sigma != old_sigma:
             small = small and abs(new_sigma**2 - old_sigma**2) <= self.shift_tol
@@ -460,7 +461,7 @@ def _alternate(engine, centers, spec, *, max_iter, tol, empty, record_path, verb
             plain, new_stats = new, None  # the plain update, which the path's bound measures
             if (rule.accelerate and before is not None and not small and n_iter < max_iter
                     and stats.gap > _SMOOTH_GAP * stats.inertia
-                    and bool(np.all(stats.masses > 0))):
+                    and stats.masses.min() > 0):
                 # three successive plain iterates (no centroid reseeded or kept without
                 # mass): extrapolate, keep the point if it scores no worse than ``centers``
                 jump = _stored(squarem_point(before, centers, new), dtype)
@@ -532,6 +533,12 @@ _SMOOTH_GAP = 1e-6
 _SQUAREM_MAX_STEP = 16.0
 
 
+def _frobenius(a):
+    """``||a||_F`` as :func:`numpy.linalg.norm` computes it, without its dispatch."""
+    flat = a.ravel()
+    return math.sqrt(float(flat @ flat))
+
+
 def squarem_point(first, second, third):
     """The SQUAREM extrapolation of three successive iterates of a fixed-point map.
 
@@ -542,7 +549,7 @@ def squarem_point(first, second, third):
     """
     r = second - first
     v = third - second - r
-    r_norm, v_norm = float(np.linalg.norm(r)), float(np.linalg.norm(v))
+    r_norm, v_norm = _frobenius(r), _frobenius(v)
     if not v_norm > 0:
         return third
     a = -min(max(r_norm / v_norm, 1.0), _SQUAREM_MAX_STEP)

@@ -150,6 +150,7 @@ class NumbaEngine(InMemorySteps):
     name = "numba"
 
     def __init__(self, X, sample_weight=None, n_threads=None):
+        self._csr_arrays = None  # (data, indices, indptr) of CSR X
         if sp.issparse(X):
             X = sp.csr_matrix(X)
             self._csr_arrays = tuple(read_only(a) for a in (X.data, X.indices, X.indptr))
@@ -271,22 +272,25 @@ class NumbaEngine(InMemorySteps):
         outputs = RowOutputs(labels, margins, dmin, out)
         kind, tau, alpha = KINDS[spec.kind], spec.tau, float(spec.alpha)
         data = self._kernel_inputs()
+        if self._csr_arrays is not None:
+            centroids = CsrCentroids(np.ascontiguousarray(centers.T), c_sq)
+            pass_spec = PassSpec(kind, tau, alpha, 0.0, with_sums, out_mode)
+            kernel = csr_pass
+        else:
+            centroids = DenseCentroids(centers.astype(X.dtype), c_sq,
+                                       first_equal_rows(centers, c_sq))
+            pass_spec = PassSpec(kind, tau, alpha, dense_inverse(tau, X.dtype), with_sums,
+                                 out_mode)
+            kernel = dense_pass
         with one_blas_thread() if n_threads > 1 else nullcontext():
-            if sp.issparse(X):
-                centroids = CsrCentroids(np.ascontiguousarray(centers.T), c_sq)
-                pass_spec = PassSpec(kind, tau, alpha, 0.0, with_sums, out_mode)
-                kernel = csr_pass
-            else:
-                centroids = DenseCentroids(centers.astype(X.dtype), c_sq,
-                                           first_equal_rows(centers, c_sq))
-                pass_spec = PassSpec(kind, tau, alpha, dense_inverse(tau, X.dtype), with_sums,
-                                     out_mode)
-                kernel = dense_pass
             run_in_threads(kernel, n_slots, n_threads, data, centroids, pass_spec, layout,
                            outputs, accumulators)
         # the slots in slot order: the same sums whatever the number of threads
-        sums, masses, scalars = (a[0, :size] if n_slots == 1 else a[:, :size].sum(axis=0)
-                                 for a, size in ((sums, k), (masses, k), (scalars, 3)))
+        if n_slots == 1:
+            sums, masses, scalars = sums[0, :k], masses[0, :k], scalars[0, :3]
+        else:
+            sums, masses, scalars = (sums[:, :k].sum(axis=0), masses[:, :k].sum(axis=0),
+                                     scalars[:, :3].sum(axis=0))
         if self._weight_scale != 1.0:
             sums, masses, scalars = (a * self._weight_scale for a in (sums, masses, scalars))
         return sums, masses, scalars, labels, margins, dmin
@@ -322,10 +326,10 @@ class NumbaEngine(InMemorySteps):
         sums, masses, scalars, labels, margins, dmin = self._pass(centers, spec, with_sums)
         objective, inertia, gap = scalars.tolist()
         stats = PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
-        if spec.kind == "softmax" and with_sums:
-            light = np.flatnonzero(masses < LIGHT_MASS * self._total_weight)
-            if light.size:
-                self._sum_exactly(np.asarray(centers, dtype=np.float64), light, spec, stats)
+        light_mass = LIGHT_MASS * self._total_weight
+        if spec.kind == "softmax" and with_sums and masses.min() < light_mass:
+            self._sum_exactly(np.asarray(centers, dtype=np.float64),
+                              np.flatnonzero(masses < light_mass), spec, stats)
         return stats
 
     def _sum_exactly(self, centers, light, spec, stats):
