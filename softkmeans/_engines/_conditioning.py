@@ -52,7 +52,7 @@ def squared_norm_limit(dtype):
     return float(np.finfo(host_dtype(dtype)).max) / 16
 
 
-def centering_shift(X):
+def centering_shift(X, x_sq=None):
     """The point to subtract from dense ``X`` before its distances, or None.
 
     Mean and spread are estimated on :data:`CENTERING_SAMPLE` evenly spaced
@@ -65,6 +65,9 @@ def centering_shift(X):
     ----------
     X : array of shape (n_samples, n_features)
         Dense float32 or float64 data, numpy or of an array API namespace.
+    x_sq : ndarray of shape (n_samples,), default=None
+        The rows' squared norms in float64, where the caller has them (host
+        numpy); None computes those of the sample.
 
     Returns
     -------
@@ -73,14 +76,16 @@ def centering_shift(X):
     """
     if X.shape[0] == 0:
         return None
-    sample = to_numpy(X[::max(1, X.shape[0] // CENTERING_SAMPLE), :])
+    step = max(1, X.shape[0] // CENTERING_SAMPLE)
+    sample = to_numpy(X[::step, :])
     with np.errstate(over="ignore", invalid="ignore"):  # data too large: the engine refuses them
         mean = sample.mean(axis=0, dtype=np.float64)
         shift = mean.astype(host_dtype(X.dtype)).astype(np.float64)
         # the mean of ||x - shift||^2, expanded so that no temporary of the sample's size is
         # made (fresh memory is slow to touch); its rounding, about u times the squared
         # norms, matters only for data far off the origin, which the test centres anyway
-        sq_norms = np.einsum("ij,ij->i", sample, sample, dtype=np.float64)
+        sq_norms = (np.einsum("ij,ij->i", sample, sample, dtype=np.float64) if x_sq is None
+                    else x_sq[::step])
         spread = float(sq_norms.mean() - 2.0 * (mean @ shift) + shift @ shift)
         far = bool(shift @ shift > CENTERING_RATIO * spread)
     return shift if far and np.isfinite(spread) else None

@@ -172,7 +172,7 @@ class NumbaEngine(InMemorySteps):
         self._kernel_weights = (self.sample_weight if self._weight_scale == 1.0
                                 else read_only(self.sample_weight / self._weight_scale))
         self.x_sq = self._sq_norms(X)
-        self._shift = None if sp.issparse(X) else centering_shift(X)
+        self._shift = None if sp.issparse(X) else centering_shift(X, self.x_sq)
         self._shifted_x_sq = None  # ||x_i - shift||^2, made on the first pass (by the kernels)
         self._reference_engine = None
         self._data = None  # what the kernels read of X, made on the first pass
