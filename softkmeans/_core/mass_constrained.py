@@ -361,8 +361,8 @@ _SEARCH_ELEMENTS = 1 << 24
 #: Screening sweeps of Hartigan's moves over the whole data.
 _HARTIGAN_SWEEPS = 10
 #: Searches, each on its own sample, from the fixed point the one before left; the next
-#: runs only while the whole data's ``J`` went down and the samples drew fewer rows than
-#: the data holds.
+#: runs only while the whole data's ``J`` went down and the data holds rows enough for
+#: another sample beside those the samples drew.
 _SEARCH_ROUNDS = 3
 
 
@@ -505,9 +505,9 @@ def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0)
     point's ``J``. A move decided on a sample can pay there and not on the
     whole data, and a sample can hide one that pays: while a search's result
     is kept, up to :data:`_SEARCH_ROUNDS` in all, another starts from it on
-    another sample, until the samples have drawn as many rows as the data
-    holds (one search where the sample holds them all). Hartigan's moves
-    over the whole data then refine the fixed point kept.
+    another sample while the data holds rows enough for one beside those the
+    samples drew. Hartigan's moves over the whole data then refine the fixed
+    point kept.
 
     Returns
     -------
@@ -533,7 +533,7 @@ def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0)
             break
         kept = searched
         n_iter += kept.n_iter
-        if (seed + 1) * sample[0].shape[0] >= n_rows:
+        if (seed + 2) * sample[0].shape[0] > n_rows:
             break
     finished = _refined(engine, kept, lloyd)
     _report(verbose, "Hartigan's moves", finished)
