@@ -360,14 +360,18 @@ _SEARCH_MIN_ROWS_PER_CLUSTER = 10
 _SEARCH_ELEMENTS = 1 << 24
 #: Screening sweeps of Hartigan's moves over the whole data.
 _HARTIGAN_SWEEPS = 10
+#: Searches, each on its own sample, from the fixed point the one before left; the next
+#: runs only while the whole data's ``J`` went down and the data holds rows enough for
+#: another sample beside those the samples drew.
+_SEARCH_ROUNDS = 3
 
 
-def search_sample(engine, n_clusters):
+def search_sample(engine, n_clusters, seed=0):
     """``(rows, weights)``: the float64 rows the search runs on (CSR for sparse data beyond
     :data:`EIGH_MAX_FEATURES` features, dense otherwise), or None.
 
     All rows with positive weight when there are few enough, otherwise a
-    draw without replacement by a fixed seed; weights relative to the largest.
+    draw without replacement by ``seed``; weights relative to the largest.
     """
     rows = np.flatnonzero(engine.sample_weight > 0)
     n_features = max(1, engine.X.shape[1])
@@ -376,7 +380,7 @@ def search_sample(engine, n_clusters):
     if size < _SEARCH_MIN_ROWS_PER_CLUSTER * n_clusters:
         return None
     if rows.size > size:
-        rows = np.sort(np.random.RandomState(0).choice(rows, size, replace=False))
+        rows = np.sort(np.random.RandomState(seed).choice(rows, size, replace=False))
     weights = engine.sample_weight[rows]
     if sp.issparse(engine.X) and engine.X.shape[1] > EIGH_MAX_FEATURES:
         sample = sp.csr_matrix(engine.X[rows], dtype=np.float64)
@@ -493,12 +497,19 @@ def finish_codebook(engine, spec, centers, sigma, n_clusters, *, max_iter, tol,
 
 
 def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0):
-    """Lloyd's algorithm from ``centers``, Hartigan's moves, and the merge-and-split search.
+    """Lloyd's algorithm from ``centers``, the merge-and-split search, and Hartigan's moves.
 
     The search (only with ``search``) runs on a sample of the rows
-    (:func:`search_sample`) from the Lloyd fixed point; its result, refined on
-    the whole data, is kept only if its ``J`` is below that of the refined
-    fixed point.
+    (:func:`search_sample`) from the Lloyd fixed point, and its result is
+    kept when Lloyd's algorithm takes it on the whole data below that fixed
+    point's ``J``. A move decided on a sample can pay there and not on the
+    whole data, and a sample can hide one that pays: while a search's result
+    is kept, up to :data:`_SEARCH_ROUNDS` in all, another starts from it on
+    another sample while the data holds rows enough for one beside those the
+    samples drew. Hartigan's moves over the whole data then refine the fixed
+    point kept, and the polished one as well where the search held all the
+    rows: such moves can take it the lower (on heavy tails, where one row
+    moved changes ``J`` by a large part), and on small data they cost little.
 
     Returns
     -------
@@ -510,16 +521,27 @@ def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0)
     def lloyd(start):
         return alternating(engine, start, HARD, max_iter=max_iter, tol=tol, empty="reseed")
 
-    polished = lloyd(centers)
-    finished = _refined(engine, polished, lloyd)
+    polished = kept = lloyd(centers)
     _report(verbose, "Lloyd polish", polished)
-    _report(verbose, "Hartigan's moves", finished)
-    sample = search_sample(engine, len(centers)) if search else None
-    if sample is not None:
-        found = merge_split_search(*sample, polished.centers, max_rounds=len(centers))
-        searched = _refined(engine, lloyd(found.centers), lloyd)
+    n_iter, n_rows, whole = polished.n_iter, np.count_nonzero(engine.sample_weight > 0), True
+    for seed in range(_SEARCH_ROUNDS if search else 0):
+        sample = search_sample(engine, len(centers), seed)
+        if sample is None:
+            break
+        whole = sample[0].shape[0] == n_rows
+        searched = lloyd(merge_split_search(*sample, kept.centers,
+                                            max_rounds=len(centers)).centers)
         _report(verbose, "merge-split search", searched)
-        if searched.stats.inertia < finished.stats.inertia:
-            finished = searched
-    n_iter = polished.n_iter + (finished.n_iter if finished is not polished else 0)
-    return finished, n_iter
+        if not searched.stats.inertia < kept.stats.inertia:
+            break
+        kept = searched
+        n_iter += kept.n_iter
+        if (seed + 2) * sample[0].shape[0] > n_rows:
+            break
+    finished = None
+    for run in [polished, kept] if whole and kept is not polished else [kept]:
+        refined = _refined(engine, run, lloyd)
+        _report(verbose, "Hartigan's moves", refined)
+        if finished is None or refined.stats.inertia < finished.stats.inertia:
+            finished, start = refined, run
+    return finished, n_iter + (finished.n_iter if finished is not start else 0)
