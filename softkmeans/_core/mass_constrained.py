@@ -496,9 +496,9 @@ def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0)
     """Lloyd's algorithm from ``centers``, Hartigan's moves, and the merge-and-split search.
 
     The search (only with ``search``) runs on a sample of the rows
-    (:func:`search_sample`) from the Lloyd fixed point; its result, refined on
-    the whole data, is kept only if its ``J`` is below that of the refined
-    fixed point.
+    (:func:`search_sample`) from the Lloyd fixed point, with group transfers
+    where the sample is the whole data; its result, refined on the whole data,
+    is kept only if its ``J`` is below that of the refined fixed point.
 
     Returns
     -------
@@ -516,7 +516,11 @@ def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0)
     _report(verbose, "Hartigan's moves", finished)
     sample = search_sample(engine, len(centers)) if search else None
     if sample is not None:
-        found = merge_split_search(*sample, polished.centers, max_rounds=len(centers))
+        # a transfer moves a few rows: exact for J when they are the data's, within the
+        # sampling error of J when they stand for rows left out of a sample
+        whole = sample[0].shape[0] == np.count_nonzero(engine.sample_weight > 0)
+        found = merge_split_search(*sample, polished.centers, max_rounds=len(centers),
+                                   transfers=whole)
         searched = _refined(engine, lloyd(found.centers), lloyd)
         _report(verbose, "merge-split search", searched)
         if searched.stats.inertia < finished.stats.inertia:
