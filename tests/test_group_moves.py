@@ -79,7 +79,7 @@ def test_a_kept_transfer_lowers_j():
     for seed in range(8):
         labels = KMeans(4, n_init=1, random_state=seed).fit(X).labels_.astype(np.int64)
         point = Partition.of(X, weights, labels, 4)
-        found, visits = _try_transfer(X, weights, point, {})
+        found, visits = _try_transfer(X, weights, point, {}, {})
         if found is None:
             assert visits == 0
             continue

@@ -165,18 +165,19 @@ def principal_axis(centred, weights, n_features):
 
 
 def _principal_cut(rows, weights, members, center):
-    """``(gain, moved)``: the decrease of ``J`` when the cluster of ``members`` is cut across
-    its principal axis at its mean, and the members of the half that leaves (None when a
-    half is empty)."""
+    """``(gain, moved, axis)``: the decrease of ``J`` when the cluster of ``members`` is cut
+    across its principal axis at its mean, the members of the half that leaves, and the axis
+    (None when a half is empty)."""
     block = rows[members]
     centred = CentredRows(block, center) if sp.issparse(block) else block - center
-    side = centred @ principal_axis(centred, weights[members], block.shape[1]) > 0
+    axis = principal_axis(centred, weights[members], block.shape[1])
+    side = centred @ axis > 0
     masses = [float(weights[members[part]].sum()) for part in (side, ~side)]
     if not min(masses) > 0:
         return None
     means = [weighted_row_sum(block[part], weights[members[part]]) / mass
              for part, mass in zip((side, ~side), masses, strict=True)]
-    return _ward(*masses, *means), members[side]
+    return _ward(*masses, *means), members[side], axis
 
 
 def _cuts(rows, weights, point, count, cache):
@@ -246,11 +247,12 @@ def _try_move(rows, weights, point, move):
     return (candidate if candidate.inertia < point.inertia * (1.0 - _PROGRESS) else None), visits
 
 
-def _best_transfers(rows, weights, point, cache):
+def _best_transfers(rows, weights, point, cache, cuts):
     """``(change, a, b, moved)`` of each cluster ``a`` of ``point``: the best group transfer
     (:func:`.group_moves.best_transfer`) of a side of its cut across its principal axis to
     one of the :data:`_NEIGHBOURS` clusters nearest to it. ``cache`` keeps them by the sums'
-    bytes of the cluster and of its neighbours, as :func:`_cuts` keeps cuts."""
+    bytes of the cluster and of its neighbours, as ``cuts`` (:func:`_cuts`' cache) keeps
+    cuts, whose principal axes they reuse."""
     centers = point.centers
     found = []
     for a in range(len(centers)):
@@ -262,22 +264,24 @@ def _best_transfers(rows, weights, point, cache):
             cache[key] = None
             if members.size > 1 and targets.size:
                 centred = rows[members] - centers[a]
-                change, target, moved = best_transfer(
-                    centred, weights[members], principal_axis(centred, weights[members],
-                                                              rows.shape[1]),
-                    centers[a] - centers[targets], point.masses[targets])
+                cut = cuts.get(point.sums[a].tobytes())
+                axis = (cut[2] if cut is not None
+                        else principal_axis(centred, weights[members], rows.shape[1]))
+                change, target, moved = best_transfer(centred, weights[members], axis,
+                                                      centers[a] - centers[targets],
+                                                      point.masses[targets])
                 cache[key] = (change, a, int(targets[target]), members[moved])
         if cache[key] is not None:
             found.append(cache[key])
     return found
 
 
-def _try_transfer(rows, weights, point, cache):
+def _try_transfer(rows, weights, point, cache, cuts):
     """The partition after the group transfer (:func:`_best_transfers`) that lowers ``J``
     most, settled, or None when none lowers it by :data:`_PROGRESS` of it; and the rows
     visited by the settling. CSR rows (beyond :data:`EIGH_MAX_FEATURES` features) get no
     transfer: the running sums of a cluster's rows would be dense."""
-    found = [] if sp.issparse(rows) else _best_transfers(rows, weights, point, cache)
+    found = [] if sp.issparse(rows) else _best_transfers(rows, weights, point, cache, cuts)
     change, a, b, moved = min(found, key=lambda move: move[0], default=(0.0, 0, 0, None))
     if not change < -_PROGRESS * point.inertia:
         return None, 0
@@ -355,7 +359,7 @@ def merge_split_search(rows, weights, centers, *, max_rounds, transfers=False):
     for _ in range(max_rounds):
         for kind in kinds:
             if kind == "transfer":
-                found, visits = _try_transfer(rows, weights, point, transfer_cache)
+                found, visits = _try_transfer(rows, weights, point, transfer_cache, cache)
             else:
                 found, visits = _try_merge_split(rows, weights, point, cache, budget)
             budget -= visits
