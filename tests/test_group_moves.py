@@ -30,8 +30,8 @@ def test_a_transfer_changes_j_by_the_group_hartigan_formula(two_clusters):
     moved_mass = np.array([weights[s].sum() for s in sets])
     moved_offset = np.array([np.average(X[s], axis=0, weights=weights[s]) - means[0]
                              for s in sets])
-    changes = transfer_changes(moved_mass, moved_offset, masses[0], means[0] - means[1],
-                               masses[1])
+    changes = transfer_changes(moved_mass, moved_offset, masses[0],
+                               (means[0] - means[1])[None], np.array([masses[1]]))[0]
     for s, change in zip(sets, changes, strict=True):
         after = labels.copy()
         after[s] = 1

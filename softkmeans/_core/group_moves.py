@@ -22,8 +22,8 @@ import numpy as np
 __all__ = ["best_transfer", "transfer_changes"]
 
 
-def transfer_changes(moved_mass, moved_offset, mass, target_offset, target_mass):
-    """Exact change of ``J`` when sets leave a cluster for another.
+def transfer_changes(moved_mass, moved_offset, mass, target_offsets, target_masses):
+    """Exact change of ``J`` when sets leave a cluster for other clusters.
 
     Parameters
     ----------
@@ -33,18 +33,19 @@ def transfer_changes(moved_mass, moved_offset, mass, target_offset, target_mass)
         ``mu_S - mu_a`` of each set.
     mass : float
         ``m_a``, the mass of the cluster the sets leave.
-    target_offset : ndarray of shape (n_features,)
-        ``mu_a - mu_b``.
-    target_mass : float
-        ``m_b``.
+    target_offsets : ndarray of shape (n_targets, n_features)
+        ``mu_a - mu_b`` of each target cluster ``b``.
+    target_masses : ndarray of shape (n_targets,)
+        ``m_b`` of each.
 
     Returns
     -------
-    ndarray of shape (n_sets,)
+    ndarray of shape (n_targets, n_sets)
     """
-    to_target = np.sum((moved_offset + target_offset) ** 2, axis=1)
-    from_own = np.sum(moved_offset ** 2, axis=1)
-    return (moved_mass * target_mass / (target_mass + moved_mass) * to_target
+    to_target = np.sum((moved_offset[None, :, :] + target_offsets[:, None, :]) ** 2, axis=2)
+    from_own = np.einsum("ij,ij->i", moved_offset, moved_offset)
+    target_masses = target_masses[:, None]
+    return (moved_mass * target_masses / (target_masses + moved_mass) * to_target
             - moved_mass * mass / (mass - moved_mass) * from_own)
 
 
@@ -80,9 +81,7 @@ def best_transfer(centred, weights, axis, target_offsets, target_masses):
     # a prefix sums to sums, its complement to -sums: the rows' centred sum is zero
     masses = np.concatenate([heads, tails])
     offsets = np.concatenate([sums / heads[:, None], -sums / tails[:, None]])
-    changes = np.array([transfer_changes(masses, offsets, mass, offset, target_mass)
-                        for offset, target_mass in zip(target_offsets, target_masses,
-                                                       strict=True)])
+    changes = transfer_changes(masses, offsets, mass, target_offsets, target_masses)
     target, cut = np.unravel_index(np.argmin(changes), changes.shape)
     count = cut + 1 if cut < heads.size else order.size - (cut - heads.size + 1)
     moved = order[:count] if cut < heads.size else order[order.size - count:]
