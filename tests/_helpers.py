@@ -1,4 +1,4 @@
-"""Data generators shared by the tests."""
+"""Data generators and reference computations shared by the tests."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -15,6 +15,13 @@ def make_mixture(n_per=60, k=3, d=2, spread=0.3, scale=4.0, seed=0):
     labels = np.repeat(np.arange(k), n_per)
     order = rng.permutation(len(X))
     return X[order], labels[order], means
+
+
+def partition_distortion(X, weights, labels, k):
+    """``J`` of a partition at its means, by definition."""
+    return sum(float(weights[labels == j] @ np.sum(
+        (X[labels == j] - np.average(X[labels == j], axis=0, weights=weights[labels == j]))
+        ** 2, axis=1)) for j in range(k) if np.any(labels == j))
 
 
 def noncanonical_csr(X):

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import partition_distortion as _distortion
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
 from sklearn.preprocessing import StandardScaler
@@ -14,13 +15,6 @@ from softkmeans import AnnealedKMeans
 from softkmeans._core.hartigan import hartigan_moves, nearest_labels, partition_sums
 from softkmeans._core.hartigan_loops import hartigan_visits
 from softkmeans._core.split_merge import Partition, merge_split_search
-
-
-def _distortion(X, weights, labels, k):
-    """``J`` of a partition at its means, by definition."""
-    return sum(float(weights[labels == j] @ np.sum(
-        (X[labels == j] - np.average(X[labels == j], axis=0, weights=weights[labels == j]))
-        ** 2, axis=1)) for j in range(k) if np.any(labels == j))
 
 
 def _lloyd_labels(X, k, seed):

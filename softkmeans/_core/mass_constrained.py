@@ -500,16 +500,17 @@ def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0)
     """Lloyd's algorithm from ``centers``, the merge-and-split search, and Hartigan's moves.
 
     The search (only with ``search``) runs on a sample of the rows
-    (:func:`search_sample`) from the Lloyd fixed point, and its result is
-    kept when Lloyd's algorithm takes it on the whole data below that fixed
-    point's ``J``. A move decided on a sample can pay there and not on the
-    whole data, and a sample can hide one that pays: while a search's result
-    is kept, up to :data:`_SEARCH_ROUNDS` in all, another starts from it on
-    another sample while the data holds rows enough for one beside those the
-    samples drew. Hartigan's moves over the whole data then refine the fixed
-    point kept, and the polished one as well where the search held all the
-    rows: such moves can take it the lower (on heavy tails, where one row
-    moved changes ``J`` by a large part), and on small data they cost little.
+    (:func:`search_sample`) from the Lloyd fixed point, with group transfers
+    where the sample is the whole data, and its result is kept when Lloyd's
+    algorithm takes it on the whole data below that fixed point's ``J``. A
+    move decided on a sample can pay there and not on the whole data, and a
+    sample can hide one that pays: while a search's result is kept, up to
+    :data:`_SEARCH_ROUNDS` in all, another starts from it on another sample
+    while the data holds rows enough for one beside those the samples drew.
+    Hartigan's moves over the whole data then refine the fixed point kept,
+    and the polished one as well where the search held all the rows: such
+    moves can take it the lower (on heavy tails, where one row moved changes
+    ``J`` by a large part), and on small data they cost little.
 
     Returns
     -------
@@ -528,9 +529,11 @@ def polish_and_search(engine, centers, *, max_iter, tol, search=True, verbose=0)
         sample = search_sample(engine, len(centers), seed)
         if sample is None:
             break
+        # a transfer moves a few rows: exact for J when they are the data's, within the
+        # sampling error of J when they stand for rows left out of a sample
         whole = sample[0].shape[0] == n_rows
-        searched = lloyd(merge_split_search(*sample, kept.centers,
-                                            max_rounds=len(centers)).centers)
+        searched = lloyd(merge_split_search(*sample, kept.centers, max_rounds=len(centers),
+                                            transfers=whole).centers)
         _report(verbose, "merge-split search", searched)
         if not searched.stats.inertia < kept.stats.inertia:
             break

@@ -12,7 +12,11 @@ observations of the three clusters and of their nearest neighbours are
 visited, and every move is an exact change of ``J``. A move is kept when
 ``J`` went down. Moves are tried in the order of their net change before
 settling, the :data:`MERGES` cheapest merges against the :data:`CUTS` most
-profitable cuts, and a round ends at the first move kept.
+profitable cuts, and a round ends at the first move kept. A round that keeps
+none may then try a group transfer (:mod:`softkmeans._core.group_moves`): the
+side of a cut of a cluster across its principal axis, at the threshold that
+lowers ``J`` most, moved to a neighbouring cluster and settled the same way.
+After a transfer kept, transfers come first until one fails.
 
 The search runs on float64 rows (a sample of the data), dense or CSR; none
 of its steps is random.
@@ -24,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .centred_rows import CentredRows
+from .group_moves import best_transfer
 from .hartigan import distances_to_own, nearest_labels, partition_sums, weighted_row_sum
 from .hartigan_loops import hartigan_visits
 
@@ -163,18 +168,19 @@ def principal_axis(centred, weights, n_features):
 
 
 def _principal_cut(rows, weights, members, center):
-    """``(gain, moved)``: the decrease of ``J`` when the cluster of ``members`` is cut across
-    its principal axis at its mean, and the members of the half that leaves (None when a
-    half is empty)."""
+    """``(gain, moved, axis)``: the decrease of ``J`` when the cluster of ``members`` is cut
+    across its principal axis at its mean, the members of the half that leaves, and the axis
+    (None when a half is empty)."""
     block = rows[members]
     centred = CentredRows(block, center) if sp.issparse(block) else block - center
-    side = centred @ principal_axis(centred, weights[members], block.shape[1]) > 0
+    axis = principal_axis(centred, weights[members], block.shape[1])
+    side = centred @ axis > 0
     masses = [float(weights[members[part]].sum()) for part in (side, ~side)]
     if not min(masses) > 0:
         return None
     means = [weighted_row_sum(block[part], weights[members[part]]) / mass
              for part, mass in zip((side, ~side), masses, strict=True)]
-    return _ward(*masses, *means), members[side]
+    return _ward(*masses, *means), members[side], axis
 
 
 def _cuts(rows, weights, point, count, cache):
@@ -244,6 +250,55 @@ def _try_move(rows, weights, point, move):
     return (candidate if candidate.inertia < point.inertia * (1.0 - _PROGRESS) else None), visits
 
 
+def _best_transfers(rows, weights, point, cache, cuts):
+    """``(change, a, b, moved)`` of each cluster ``a`` of ``point``: the best group transfer
+    (:func:`.group_moves.best_transfer`) of a side of its cut across its principal axis to
+    one of the :data:`_NEIGHBOURS` clusters nearest to it. ``cache`` keeps them by the sums'
+    bytes of the cluster and of its neighbours, as ``cuts`` (:func:`_cuts`' cache) keeps
+    cuts, whose principal axes they reuse."""
+    centers = point.centers
+    found = []
+    for a in range(len(centers)):
+        near = np.argsort(np.sum((centers - centers[a]) ** 2, axis=1), kind="stable")
+        targets = near[near != a][:_NEIGHBOURS]
+        key = point.sums[np.concatenate([[a], targets])].tobytes()
+        if key not in cache:
+            members = np.flatnonzero(point.labels == a)
+            cache[key] = None
+            if members.size > 1 and targets.size:
+                centred = rows[members] - centers[a]
+                cut = cuts.get(point.sums[a].tobytes())
+                axis = (cut[2] if cut is not None
+                        else principal_axis(centred, weights[members], rows.shape[1]))
+                change, target, moved = best_transfer(centred, weights[members], axis,
+                                                      centers[a] - centers[targets],
+                                                      point.masses[targets])
+                cache[key] = (change, a, int(targets[target]), members[moved])
+        if cache[key] is not None:
+            found.append(cache[key])
+    return found
+
+
+def _try_transfer(rows, weights, point, cache, cuts):
+    """The partition after the group transfer (:func:`_best_transfers`) that lowers ``J``
+    most, settled, or None when none lowers it by :data:`_PROGRESS` of it; and the rows
+    visited by the settling. CSR rows (beyond :data:`EIGH_MAX_FEATURES` features) get no
+    transfer: the running sums of a cluster's rows would be dense."""
+    found = [] if sp.issparse(rows) else _best_transfers(rows, weights, point, cache, cuts)
+    change, a, b, moved = min(found, key=lambda move: move[0], default=(0.0, 0, 0, None))
+    if not change < -_PROGRESS * point.inertia:
+        return None, 0
+    labels = point.labels.copy()
+    labels[moved] = b
+    sums, masses = partition_sums(rows, weights, labels, len(point.masses))
+    region = np.flatnonzero(np.isin(labels, _neighbourhood(point.centers, np.array([a, b]))))
+    settled = labels[region]
+    _, n_sweeps = _settle(rows[region], weights[region], settled, sums, masses, 0.0,
+                          _SETTLED * point.inertia)
+    labels[region] = settled
+    return Partition.of(rows, weights, labels, len(point.masses)), region.size * n_sweeps
+
+
 def widest_cut(rows, weights, centers, cache):
     """``centers`` and one more: the cluster (of the nearest-centroid partition of the rows)
     whose cut across its principal axis at its mean lowers ``J`` most, replaced by the means
@@ -263,7 +318,25 @@ def widest_cut(rows, weights, centers, cache):
     return np.vstack([centers[:j], staying, centers[j + 1:], moved_sum / moved_mass])
 
 
-def merge_split_search(rows, weights, centers, *, max_rounds):
+def _try_merge_split(rows, weights, point, cache, budget):
+    """The partition after the first of a round's merge-and-split moves (:func:`_try_move`)
+    that lowers ``J``, or None; and the rows visited by the settlings, which stop once they
+    reach ``budget``."""
+    merges = cheapest_merges(point.centers, point.masses, MERGES)
+    cuts = _cuts(rows, weights, point, CUTS + 2, cache)  # two may be of a merged pair
+    moves = sorted(((gain - cost, a, b, j, moved) for cost, a, b in merges
+                    for gain, j, moved in cuts if j not in (a, b)),
+                   key=lambda move: -move[0])[:MERGES * CUTS]
+    visited = 0
+    for move in moves:
+        found, visits = _try_move(rows, weights, point, move)
+        visited += visits
+        if found is not None or visited >= budget:
+            return found, visited
+    return None, visited
+
+
+def merge_split_search(rows, weights, centers, *, max_rounds, transfers=False):
     """Settle the partition of ``centers``, then merge and split clusters while ``J`` drops.
 
     Parameters
@@ -273,6 +346,9 @@ def merge_split_search(rows, weights, centers, *, max_rounds):
     centers : ndarray of shape (n_clusters, n_features)
     max_rounds : int
         Cap on the moves kept.
+    transfers : bool, default=False
+        Whether a round that keeps no merge-and-split move tries a group
+        transfer (:func:`_try_transfer`), a move kept like the others.
 
     Returns
     -------
@@ -281,16 +357,14 @@ def merge_split_search(rows, weights, centers, *, max_rounds):
         settlings have visited :data:`_VISITS_PER_ROW` rows per row.
     """
     point = _first_partition(rows, weights, centers)
-    cache, budget = {}, _VISITS_PER_ROW * rows.shape[0]
+    cache, transfer_cache, budget = {}, {}, _VISITS_PER_ROW * rows.shape[0]
+    kinds = ("merge-split", "transfer") if transfers else ("merge-split",)
     for _ in range(max_rounds):
-        merges = cheapest_merges(point.centers, point.masses, MERGES)
-        cuts = _cuts(rows, weights, point, CUTS + 2, cache)  # two may be of a merged pair
-        moves = sorted(((gain - cost, a, b, j, moved) for cost, a, b in merges
-                        for gain, j, moved in cuts if j not in (a, b)),
-                       key=lambda move: -move[0])[:MERGES * CUTS]
-        found = None
-        for move in moves:
-            found, visits = _try_move(rows, weights, point, move)
+        for kind in kinds:
+            if kind == "transfer":
+                found, visits = _try_transfer(rows, weights, point, transfer_cache, cache)
+            else:
+                found, visits = _try_merge_split(rows, weights, point, cache, budget)
             budget -= visits
             if found is not None or budget <= 0:
                 break
@@ -298,4 +372,7 @@ def merge_split_search(rows, weights, centers, *, max_rounds):
             point = found
         if found is None or budget <= 0:
             break
+        # the kind of move kept comes first: a transfer is tried after every merge-and-split
+        # move failed, and it changes only its neighbourhood
+        kinds = kinds[::-1] if kind != kinds[0] else kinds
     return point
