@@ -144,21 +144,48 @@ def test_seeding_over_blocks(data, init):
     assert fits[0].inertia_ <= 1.01 * reference.inertia_
 
 
-def test_seeds_are_observations_of_positive_weight(data):
+def test_seeds_are_drawn_from_observations_of_positive_weight(data):
+    from softkmeans._dask.engine import BlockwiseEngine
+    from softkmeans._dask.seeding import weighted_candidates
+
     X, _, _ = data
     weights = np.zeros(len(X))
     weights[1::7] = 1.0  # row 0 has no weight
-    engine_fit = SoftKMeans(4, max_iter=1, random_state=3)
-    engine_fit._validate_params()
-    from softkmeans._dask.engine import BlockwiseEngine
-
     engine = BlockwiseEngine(_chunked(X, 250), _chunked(weights[:, None], 250)[:, 0],
                              "auto", None)
     rng = np.random.RandomState(0)
-    for init in ("k-means++", "random"):
-        seeds = engine.draw_seeds(init, 4, rng)
-        rows = [np.flatnonzero((X == seed).all(axis=1)) for seed in seeds]
-        assert all(len(r) == 1 and weights[r[0]] > 0 for r in rows)
+    candidates, masses = weighted_candidates(engine, 4, rng)
+    random_seeds = engine.draw_seeds("random", 4, rng)
+    for rows in (candidates, random_seeds):
+        found = [np.flatnonzero((X == row).all(axis=1)) for row in rows]
+        assert all(len(r) == 1 and weights[r[0]] > 0 for r in found)
+    assert len(candidates) > 4 and np.all(masses > 0)
+    np.testing.assert_allclose(masses.sum(), weights.sum())
+
+
+def test_reclustered_candidates_beat_a_kmeans_plusplus_pick(data):
+    from sklearn.cluster import kmeans_plusplus
+    from threadpoolctl import threadpool_limits
+
+    from softkmeans._dask.engine import BlockwiseEngine
+    from softkmeans._dask.seeding import recluster, weighted_candidates
+
+    X, weights, _ = data
+    engine = BlockwiseEngine(_chunked(X, 400), _chunked(weights[:, None], 400)[:, 0],
+                             "auto", None)
+    candidates, masses = weighted_candidates(engine, 8, np.random.RandomState(0))
+
+    def cost(seeds):
+        return masses @ ((candidates[:, None] - seeds) ** 2).sum(axis=2).min(axis=1)
+
+    for seed in range(5):
+        seeds = recluster(candidates, masses, 8, np.random.RandomState(seed))
+        _, rows = kmeans_plusplus(candidates, 8, sample_weight=masses,
+                                  random_state=np.random.RandomState(seed))
+        assert cost(seeds) <= 0.9 * cost(candidates[rows])
+        with threadpool_limits(2, user_api="openmp"):
+            again = recluster(candidates, masses, 8, np.random.RandomState(seed))
+        np.testing.assert_array_equal(again, seeds)
 
 
 def test_one_reduction_per_iteration(data):

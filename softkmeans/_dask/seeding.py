@@ -11,10 +11,13 @@ K-Means++", VLDB 2012), as dask-ml does, with the two steps dask-ml leaves out:
    ``l = OVERSAMPLING * k``, ``D_i`` its squared distance to the nearest
    candidate so far (one pass to draw, one to update ``D``);
 3. each candidate is weighted by the weight of the observations nearest to it
-   (one pass), and k-means++ (scikit-learn's :func:`~sklearn.cluster.kmeans_plusplus`,
-   weighted) picks the ``k`` seeds among the candidates.
+   (one pass), and the weighted candidates are reclustered into ``k`` seeds
+   (Bahmani et al.'s last step): scikit-learn's :class:`~sklearn.cluster.KMeans`,
+   weighted, best of :data:`RECLUSTER_INITS` k-means++ starts by weighted
+   inertia, on one thread. The candidates are ``O(k log n)`` rows, so this
+   reads no data.
 
-The seeds are observations, as with k-means++. ``init="random"`` draws ``k``
+The k-means|| seeds are centroids of candidates. ``init="random"`` draws ``k``
 observations without replacement with probabilities proportional to their
 weights (exponential keys, Efraimidis and Spirakis 2006: one pass). Every
 block draws from its own seed, taken from the estimator's ``random_state``, so
@@ -23,18 +26,21 @@ the draw does not depend on the scheduler.
 
 import dask
 import numpy as np
-from sklearn.cluster import kmeans_plusplus
+from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 from .._core.responsibilities import HARD
 from .._engines._namespace import to_numpy
 
-__all__ = ["OVERSAMPLING", "ROUNDS", "draw_seeds", "kmeans_parallel", "weighted_draw"]
+__all__ = ["OVERSAMPLING", "RECLUSTER_INITS", "ROUNDS", "draw_seeds", "kmeans_parallel",
+           "recluster", "weighted_candidates", "weighted_draw"]
 
 #: Candidates drawn per round, as a multiple of ``n_clusters`` (Bahmani et al.: 2).
 OVERSAMPLING = 2.0
 #: Rounds of drawing (Bahmani et al.: 5 suffice for ``l = 2k``).
 ROUNDS = 5
-
+#: k-means++ starts of the candidates' reclustering, the best kept.
+RECLUSTER_INITS = 10
 
 
 def draw_seeds(engine, init, n_clusters, rng):
@@ -99,6 +105,12 @@ def _drawn_rows(block, weights, dmin, factor, seeds, block_id=None):
 
 def kmeans_parallel(engine, n_clusters, rng):
     """k-means|| seeds (see the module docstring)."""
+    return recluster(*weighted_candidates(engine, n_clusters, rng), n_clusters, rng)
+
+
+def weighted_candidates(engine, n_clusters, rng):
+    """k-means||'s candidates (distinct observations) and their masses, all positive
+    (steps 1 to 3 of the module docstring)."""
     X = engine.X
     weights = engine.relative_weights()
     candidates = weighted_draw(engine, 1, rng)
@@ -117,9 +129,16 @@ def kmeans_parallel(engine, n_clusters, rng):
             dmin = dask.persist(np.minimum(dmin, nearer))[0]
     candidates = np.unique(candidates, axis=0)
     masses = engine.estep(candidates, HARD, with_sums=False).masses
-    candidates, masses = candidates[masses > 0], masses[masses > 0]
+    return candidates[masses > 0], masses[masses > 0]
+
+
+def recluster(candidates, masses, n_clusters, rng):
+    """``n_clusters`` seeds of weighted candidates: their best weighted k-means of
+    :data:`RECLUSTER_INITS` starts, or all of them, copies added, when they are too few."""
     if len(candidates) <= n_clusters:  # copies: the estimator moves them apart
         extra = rng.choice(len(candidates), n_clusters - len(candidates))
         return np.vstack([candidates, candidates[extra]])
-    _, rows = kmeans_plusplus(candidates, n_clusters, sample_weight=masses, random_state=rng)
-    return candidates[rows]
+    with threadpool_limits(1, user_api="openmp"):  # the same sums whatever the thread count
+        model = KMeans(n_clusters, n_init=RECLUSTER_INITS, random_state=rng).fit(
+            candidates, sample_weight=masses)
+    return model.cluster_centers_
