@@ -10,10 +10,13 @@ merge-and-split search, which would cost more than the growth at every
 the fit of ``k - 1`` with its widest cluster cut in two, and then that of
 ``k + 1`` with its two closest clusters merged, polished, replace that of
 ``k`` where their ``J`` is lower (a divisive growth cannot reach a best
-partition at ``k`` that is not a union of its clusters at a larger ``k``).
-Last, the best unions of the clusters of the largest ``k`` into fewer groups
-(:mod:`~softkmeans._core.unions`), polished, replace a fit where their ``J``
-is lower: greedy merges miss the best grouping of well-separated clusters.
+partition at ``k`` that is not a union of its clusters at a larger ``k``);
+before going down, k-means++ restarts refine the largest ``k`` kept, which
+no finer fit but one reaches. Last, the best unions of the clusters of the
+largest ``k`` into fewer groups (:mod:`~softkmeans._core.unions`), taken
+through Lloyd's algorithm where they beat the fit's own unions or come within
+a margin of its ``J``, polished, replace a fit where their ``J`` is lower
+(greedy merges miss the best grouping of well-separated clusters).
 The growth goes one ``k`` past the last one kept, for the last to be merged
 down to as well. It fits two Gaussian mixtures to each partition, a spherical one
 and one with a principal axis per cluster
@@ -45,6 +48,12 @@ from .split_merge import widest_cut
 from .unions import Unions, merge_cheapest
 
 __all__ = ["PathPoint", "anneal_choosing_k", "choose_k", "cluster_path"]
+
+#: k-means++ restarts at the largest number of clusters kept (:func:`_restart_last`).
+_RESTARTS = 3
+#: Lloyd's algorithm runs from the best unions of the finest fit into ``k`` groups where
+#: their ``J`` is at most this fraction above the fit's at ``k`` (:func:`_unite`).
+_UNIONS_MARGIN = 0.05
 
 #: A cluster's variance is at least this fraction of the data's variance per feature (a
 #: cluster on one point would otherwise have an unbounded likelihood).
@@ -150,17 +159,32 @@ def _cut_upwards(engine, runs, lloyd, polish):
                          runs[i])
 
 
+def _restart_last(engine, runs, index, lloyd, polish):
+    """``runs[index]``, the largest number of clusters kept, replaced by the fit polished
+    from each of :data:`_RESTARTS` k-means++ draws (``RandomState(0)``) where its ``J`` is
+    lower. The other fits are also reached from finer ones, merged or united; this one only
+    from the fit one ``k`` above, which nothing refines, and in data without separated
+    clusters a greedy merge of that fit lands in a poor local minimum."""
+    rng = np.random.RandomState(0)
+    for _ in range(_RESTARTS):
+        seeds = engine.draw_seeds("k-means++", len(runs[index].centers), rng)
+        runs[index] = _lower(lloyd, polish, seeds, runs[index])
+
+
 def _unite(runs, lloyd, polish):
     """Each fit of ``runs`` below the last replaced by the best unions of the last fit's
-    clusters into as many groups (:class:`Unions`), polished, where that ``J`` is lower;
-    only where they beat the unions that the fit's own centroids lead to (Lloyd's
-    algorithm from those would come back to the fit)."""
+    clusters into as many groups (:class:`Unions`), polished, where that ``J`` is lower.
+    Lloyd's algorithm runs from the unions only where they beat those that the fit's own
+    centroids lead to, or where their ``J`` on the data (the last fit's plus their cost)
+    is within :data:`_UNIONS_MARGIN` of the fit's: from unions far above the fit, Lloyd's
+    descent rarely ends below it."""
     finest = runs[-1]
     unions = Unions(finest.centers, finest.stats.masses)
     for i in range(1, len(runs) - 1):
-        found = unions.best(runs[i].centers, np.random.RandomState(0))
-        if found is not None:
-            runs[i] = _lower(lloyd, polish, found[1], runs[i])
+        cost, means, from_start = unions.best(runs[i].centers, np.random.RandomState(0))
+        if (not from_start
+                or finest.stats.inertia + cost < (1 + _UNIONS_MARGIN) * runs[i].stats.inertia):
+            runs[i] = _lower(lloyd, polish, means, runs[i])
 
 
 def cluster_path(engine, growth, n_clusters, *, max_iter, tol):
@@ -194,6 +218,9 @@ def cluster_path(engine, growth, n_clusters, *, max_iter, tol):
     stages = _stages(growth, mean_run.centers[0])
     runs = [mean_run] + [polish(codebook) for _, _, _, codebook in stages[1:]]
     _cut_upwards(engine, runs, lloyd, polish)
+    last = min(n_clusters, len(runs)) - 1
+    if last > 0:
+        _restart_last(engine, runs, last, lloyd, polish)
     for i in range(len(runs) - 2, 0, -1):  # downwards: each k from the k + 1 kept
         merged, _ = merge_cheapest(runs[i + 1].centers, runs[i + 1].stats.masses)
         runs[i] = _lower(lloyd, polish, merged, runs[i])

@@ -103,10 +103,10 @@ class Unions:
         return means, labels
 
     def best(self, start, rng):
-        """The unions into ``len(start)`` groups of lowest cost found from Ward's grouping
-        and :data:`_DRAWS` greedy k-means++ draws (with ``rng``, a ``RandomState``), where
-        they cost less than those that Lloyd's algorithm reaches from ``start`` (means whose
-        nearest centroids start each group); None where they do not.
+        """The unions into ``len(start)`` groups of lowest cost found from those that
+        Lloyd's algorithm reaches from ``start`` (means whose nearest centroids start each
+        group), from Ward's grouping and from :data:`_DRAWS` greedy k-means++ draws (with
+        ``rng``, a ``RandomState``).
 
         Returns
         -------
@@ -114,6 +114,8 @@ class Unions:
             ``J`` of the unions less that of the partition (in the masses' units).
         means : ndarray of shape (n_groups, n_features)
             The unions' means.
+        from_start : bool
+            Whether they are those reached from ``start`` (nothing cost less).
         """
         n_groups = len(start)
         starts = np.concatenate([np.asarray(start, dtype=np.float64)[None],
@@ -123,6 +125,4 @@ class Unions:
         costs = [self.masses @ np.sum((self.centers - m[lab]) ** 2, axis=1)
                  for m, lab in zip(means, labels, strict=True)]
         best = int(np.argmin(costs))
-        if not costs[best] < costs[0]:
-            return None
-        return float(costs[best]) * self._scale, means[best]
+        return float(costs[best]) * self._scale, means[best], not costs[best] < costs[0]
