@@ -179,13 +179,38 @@ def test_reclustered_candidates_beat_a_kmeans_plusplus_pick(data):
         return masses @ ((candidates[:, None] - seeds) ** 2).sum(axis=2).min(axis=1)
 
     for seed in range(5):
-        seeds = recluster(candidates, masses, 8, np.random.RandomState(seed))
+        seeds = recluster(candidates, masses, 8, np.random.RandomState(seed), engine.n_samples)
         _, rows = kmeans_plusplus(candidates, 8, sample_weight=masses,
                                   random_state=np.random.RandomState(seed))
         assert cost(seeds) <= 0.9 * cost(candidates[rows])
         with threadpool_limits(2, user_api="openmp"):
-            again = recluster(candidates, masses, 8, np.random.RandomState(seed))
+            again = recluster(candidates, masses, 8, np.random.RandomState(seed),
+                              engine.n_samples)
         np.testing.assert_array_equal(again, seeds)
+
+
+def test_reclustering_costs_at_most_a_pass_over_the_data(monkeypatch):
+    import softkmeans._dask.seeding as seeding
+
+    made = []
+
+    class Recorded(seeding.KMeans):
+        def fit(self, X, y=None, sample_weight=None):
+            made.append((self.n_init, self.max_iter))
+            return super().fit(X, sample_weight=sample_weight)
+
+    monkeypatch.setattr(seeding, "KMeans", Recorded)
+    rng = np.random.RandomState(0)
+    candidates = rng.normal(size=(2000, 2))
+    masses = rng.uniform(1.0, 2.0, 2000)
+    # few clusters: the full reclustering, ten starts to convergence
+    seeding.recluster(candidates, masses, 5, rng, 10**7)
+    # 200 clusters of 2,000 candidates from 50,000 rows: one start of 25 iterations (the
+    # distances of one pass, 50,000 x 200, over 2,000 x 200 per iteration)
+    seeding.recluster(candidates, masses, 200, rng, 50_000)
+    # little data: the floor of the budget (10 million distances) sets the iterations
+    seeding.recluster(candidates[:300], masses[:300], 200, rng, 300)
+    assert made == [(10, 300), (1, 25), (1, 166)]
 
 
 def test_one_reduction_per_iteration(data):

@@ -24,23 +24,34 @@ block draws from its own seed, taken from the estimator's ``random_state``, so
 the draw does not depend on the scheduler.
 """
 
+import warnings
+
 import dask
 import numpy as np
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from .._core.responsibilities import HARD
 from .._engines._namespace import to_numpy
 
-__all__ = ["OVERSAMPLING", "RECLUSTER_INITS", "ROUNDS", "draw_seeds", "kmeans_parallel",
+__all__ = ["OVERSAMPLING", "RECLUSTER_INITS", "RECLUSTER_MAX_ITER", "RECLUSTER_MIN_ITER",
+           "RECLUSTER_MIN_WORK", "ROUNDS", "draw_seeds", "kmeans_parallel",
            "recluster", "weighted_candidates", "weighted_draw"]
 
 #: Candidates drawn per round, as a multiple of ``n_clusters`` (Bahmani et al.: 2).
 OVERSAMPLING = 2.0
 #: Rounds of drawing (Bahmani et al.: 5 suffice for ``l = 2k``).
 ROUNDS = 5
-#: k-means++ starts of the candidates' reclustering, the best kept.
+#: k-means++ starts of the candidates' reclustering, the best kept, at most.
 RECLUSTER_INITS = 10
+#: Lloyd iterations of each start, at most (scikit-learn's default).
+RECLUSTER_MAX_ITER = 300
+#: The reclustering's distance computations (candidate, centroid and iteration) are held to
+#: those of one pass over the data, or to this many where that is fewer (a few milliseconds).
+RECLUSTER_MIN_WORK = 10_000_000
+#: Lloyd iterations of a start that a tight budget still allows.
+RECLUSTER_MIN_ITER = 10
 
 
 def draw_seeds(engine, init, n_clusters, rng):
@@ -105,7 +116,8 @@ def _drawn_rows(block, weights, dmin, factor, seeds, block_id=None):
 
 def kmeans_parallel(engine, n_clusters, rng):
     """k-means|| seeds (see the module docstring)."""
-    return recluster(*weighted_candidates(engine, n_clusters, rng), n_clusters, rng)
+    return recluster(*weighted_candidates(engine, n_clusters, rng), n_clusters, rng,
+                     engine.n_samples)
 
 
 def weighted_candidates(engine, n_clusters, rng):
@@ -132,13 +144,28 @@ def weighted_candidates(engine, n_clusters, rng):
     return candidates[masses > 0], masses[masses > 0]
 
 
-def recluster(candidates, masses, n_clusters, rng):
-    """``n_clusters`` seeds of weighted candidates: their best weighted k-means of
-    :data:`RECLUSTER_INITS` starts, or all of them, copies added, when they are too few."""
-    if len(candidates) <= n_clusters:  # copies: the estimator moves them apart
-        extra = rng.choice(len(candidates), n_clusters - len(candidates))
+def recluster(candidates, masses, n_clusters, rng, n_samples):
+    """``n_clusters`` seeds of weighted candidates: their best weighted k-means of a few
+    k-means++ starts, or all of them, copies added, when they are too few.
+
+    The starts (at most :data:`RECLUSTER_INITS`) and their Lloyd iterations (at most
+    :data:`RECLUSTER_MAX_ITER`, at least :data:`RECLUSTER_MIN_ITER`) are as many as keep
+    the distances they compute within those of one pass over the ``n_samples`` rows of the
+    data (or :data:`RECLUSTER_MIN_WORK`): with many clusters the candidates are many too,
+    and a full reclustering would cost more than the fit.
+    """
+    n_candidates = len(candidates)
+    if n_candidates <= n_clusters:  # copies: the estimator moves them apart
+        extra = rng.choice(n_candidates, n_clusters - n_candidates)
         return np.vstack([candidates, candidates[extra]])
-    with threadpool_limits(1, user_api="openmp"):  # the same sums whatever the thread count
-        model = KMeans(n_clusters, n_init=RECLUSTER_INITS, random_state=rng).fit(
+    per_iteration = n_candidates * n_clusters
+    budget = max(n_samples * n_clusters, RECLUSTER_MIN_WORK)
+    n_init = int(np.clip(budget // (RECLUSTER_MAX_ITER * per_iteration), 1, RECLUSTER_INITS))
+    max_iter = int(np.clip(budget // (n_init * per_iteration), RECLUSTER_MIN_ITER,
+                           RECLUSTER_MAX_ITER))
+    # the same sums whatever the thread count; a start cut short is still a start
+    with threadpool_limits(1, user_api="openmp"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = KMeans(n_clusters, n_init=n_init, max_iter=max_iter, random_state=rng).fit(
             candidates, sample_weight=masses)
     return model.cluster_centers_
