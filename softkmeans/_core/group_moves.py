@@ -42,7 +42,10 @@ def transfer_changes(moved_mass, moved_offset, mass, target_offsets, target_mass
     -------
     ndarray of shape (n_targets, n_sets)
     """
-    to_target = np.sum((moved_offset[None, :, :] + target_offsets[:, None, :]) ** 2, axis=2)
+    # one target at a time: an (n_targets, n_sets, n_features) array would be large for a
+    # big cluster of many features
+    to_target = np.array([np.sum((moved_offset + offset) ** 2, axis=1)
+                          for offset in target_offsets]).reshape(len(target_offsets), -1)
     from_own = np.einsum("ij,ij->i", moved_offset, moved_offset)
     target_masses = target_masses[:, None]
     return (moved_mass * target_masses / (target_masses + moved_mass) * to_target
