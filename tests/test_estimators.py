@@ -13,7 +13,7 @@ from sklearn.metrics import adjusted_rand_score
 from softkmeans import AnnealedKMeans, EntmaxKMeans, SoftKMeans
 from softkmeans._core.optimize import alternating
 from softkmeans._core.responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
-from softkmeans._core.temperature import auto_sigma
+from softkmeans._core.temperature import auto_sigma, exact_zero_distances
 from softkmeans._engines import get_engine
 from softkmeans.exceptions import CriticalTemperatureWarning
 
@@ -448,6 +448,26 @@ def test_sigma_auto_falls_back_when_every_point_is_a_starting_centroid(backend, 
     with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(1\)"):
         model = SoftKMeans(3, random_state=0, backend=backend).fit(same)
     assert model.sigma_ == pytest.approx(np.sqrt(0.1))
+
+
+def test_exact_zero_distances_compare_the_rows_within_their_own_noise():
+    """Only rows whose distance lies within their own rounding noise of their centroid are
+    compared with it: rows on a centroid get 0, others keep their distance, whatever the
+    spread of the norms (the rows are first screened by the largest noise)."""
+    rng = np.random.default_rng(0)
+    for offset in (0.0, 1e3):
+        X = rng.normal(size=(400, 5)) * rng.uniform(0.1, 100.0, size=(400, 1)) + offset
+        centers = X[[0, 7, 99]].copy()
+        engine = get_engine("numpy", X)
+        start = engine.estep(centers, HARD, with_sums=False)
+        dmin = start.dmin.copy()
+        dmin[[0, 7, 99]] = 1e-300  # noise where a row sits on its centroid
+        dmin[5] = 1e-300  # a tiny distance of a row that is not on one
+        out = exact_zero_distances(X, centers, start.labels, dmin, engine.x_sq,
+                                   engine.unit_roundoff)
+        expected = dmin.copy()
+        expected[[0, 7, 99]] = 0.0
+        np.testing.assert_array_equal(out, expected)
 
 
 def test_score_takes_the_weights_relative_to_the_largest(blobs):

@@ -96,8 +96,10 @@ def exact_zero_distances(X, centers, labels, dmin, x_sq, unit_roundoff):
     """
     centers = np.asarray(centers, dtype=np.float64)
     c_sq = np.einsum("ij,ij->i", centers, centers)
-    noise = (X.shape[1] + 2) * unit_roundoff * (x_sq + c_sq[labels])
-    suspects = np.flatnonzero((dmin <= noise) & (dmin > 0))
+    scale = (X.shape[1] + 2) * unit_roundoff
+    # the rows within the largest noise of all first (rounding is monotone: a superset)
+    rows = np.flatnonzero(dmin <= scale * (x_sq.max(initial=0.0) + c_sq.max(initial=0.0)))
+    suspects = rows[(dmin[rows] <= scale * (x_sq[rows] + c_sq[labels[rows]])) & (dmin[rows] > 0)]
     out = np.array(dmin, dtype=np.float64)
     for rows, block in float64_blocks(X, suspects):
         on_centroid = np.all(block == centers[labels[rows]], axis=1)

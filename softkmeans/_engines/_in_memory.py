@@ -63,9 +63,10 @@ class InMemorySteps:
         start = self.estep(centers, HARD, with_sums=False)
         dmin = exact_zero_distances(self.X, centers, start.labels, start.dmin, self.x_sq,
                                     self.unit_roundoff)
-        weights = self.sample_weight
-        return (float(np.average(dmin, weights=weights / weights.max())),
-                bool(np.any(dmin[weights > 0] > 0)))
+        weights = self.sample_weight / self.sample_weight.max()
+        # numpy's average, without its checks: no weight is negative and some are positive
+        mean = np.multiply(dmin, weights).sum() / weights.sum()
+        return float(mean), bool(((dmin > 0) & (weights > 0)).any())
 
     def draw_seeds(self, init, n_clusters, rng):
         """``n_clusters`` rows of X (float64) drawn by ``init``.
