@@ -38,6 +38,7 @@ from ._core.temperature import (
     AUTO_SIGMA_SHRINK,
     auto_sigma,
     lambda_max_floor,
+    relative_weighted_average,
 )
 from ._dask import is_dask_collection, over_dask_blocks
 from ._engines import BACKENDS, get_engine
@@ -522,8 +523,7 @@ class BaseSoftKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterM
             return weighted_mean(values, sample_weight)
         values = np.asarray(to_numpy(values))
         weights = _host_sample_weight(sample_weight, values[:, None])
-        # relative weights (validation refused all zeros): huge ones would overflow their sum
-        return float(np.average(values, weights=weights / weights.max()))
+        return relative_weighted_average(values, weights)  # validation refused all zeros
 
 
 def _dtype(a):

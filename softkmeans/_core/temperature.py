@@ -1,5 +1,7 @@
 """Temperatures: the default sigma, the critical temperature, annealing schedules."""
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, eigsh
@@ -8,7 +10,7 @@ from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .row_blocks import float64_blocks, row_slices
 
 __all__ = ["AUTO_SIGMA_SHRINK", "auto_sigma", "exact_zero_distances", "lambda_max",
-           "lambda_max_floor", "paper_schedule", "weighted_mean"]
+           "lambda_max_floor", "paper_schedule", "relative_weighted_average", "weighted_mean"]
 
 #: ``sigma="auto"`` runs at this fraction of the maximum-likelihood deviation of the isotropic
 #: mixture. At the likelihood's own temperature, overlapping clusters or data without clusters
@@ -56,14 +58,23 @@ def auto_sigma(dmin, sample_weight, n_features, fallback_scale=1.0):
     -------
     float
     """
-    weights = np.asarray(sample_weight, dtype=np.float64)
-    # relative weights: a sum of huge weights times distances would overflow
-    mean_sq = float(np.average(dmin, weights=weights / weights.max()))
+    mean_sq = relative_weighted_average(dmin, np.asarray(sample_weight, dtype=np.float64))
     if mean_sq > 0.0:
-        sigma = AUTO_SIGMA_SHRINK * np.sqrt(mean_sq / n_features)
+        sigma = AUTO_SIGMA_SHRINK * math.sqrt(mean_sq / n_features)
     else:
-        sigma = np.sqrt(0.1 * (fallback_scale if fallback_scale > 0 else 1.0))
-    return float(np.clip(sigma, SIGMA_MIN, SIGMA_MAX))
+        sigma = math.sqrt(0.1 * (fallback_scale if fallback_scale > 0 else 1.0))
+    return float(min(max(sigma, SIGMA_MIN), SIGMA_MAX))
+
+
+def relative_weighted_average(values, weights):
+    """``sum_i w_i v_i / sum_i w_i`` (a float) over the weights divided by the largest.
+
+    Relative weights, as :func:`numpy.average` would sum them, without its
+    checks: sums of huge weights times the values would overflow. The
+    weights are non-negative and some are positive.
+    """
+    relative = weights / weights.max()
+    return float(np.multiply(values, relative).sum() / relative.sum())
 
 
 def exact_zero_distances(X, centers, labels, dmin, x_sq, unit_roundoff):
@@ -201,16 +212,24 @@ def lambda_max_floor(sums, masses):
     float
     """
     held = masses > 0
-    rank = min(int(held.sum()) - 1, sums.shape[1])
+    rank = min(int(np.count_nonzero(held)) - 1, sums.shape[1])
     if rank < 1:
         return 0.0
-    means = sums[held] / masses[held, None]
-    total = masses[held].sum()
-    mean = masses[held] @ means / total
-    slack = _SUMS_ROUNDING * (np.linalg.norm(means, axis=1) + np.linalg.norm(mean))
-    apart = np.maximum(np.linalg.norm(means - mean, axis=1) - slack, 0.0)
-    floor = float(masses[held] @ apart**2 / total / rank)
+    if not held.all():
+        sums, masses = sums[held], masses[held]
+    means = sums / masses[:, None]
+    total = masses.sum()
+    mean = masses @ means / total
+    centred = means - mean
+    slack = _SUMS_ROUNDING * (_row_norms(means) + math.sqrt(float(mean @ mean)))
+    apart = np.maximum(_row_norms(centred) - slack, 0.0)
+    floor = float(masses @ apart**2 / total / rank)
     return floor if np.isfinite(floor) else 0.0
+
+
+def _row_norms(a):
+    """Euclidean norms of the rows of ``a``."""
+    return np.sqrt(np.einsum("ij,ij->i", a, a))
 
 
 def _dense_covariance(X, w):

@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.cluster import _kmeans, kmeans_plusplus
 
 from .._core.responsibilities import HARD
-from .._core.temperature import exact_zero_distances, lambda_max
+from .._core.temperature import exact_zero_distances, lambda_max, relative_weighted_average
 
 __all__ = ["InMemorySteps", "kmeans_plusplus_rows"]
 
@@ -63,10 +63,9 @@ class InMemorySteps:
         start = self.estep(centers, HARD, with_sums=False)
         dmin = exact_zero_distances(self.X, centers, start.labels, start.dmin, self.x_sq,
                                     self.unit_roundoff)
-        weights = self.sample_weight / self.sample_weight.max()
-        # numpy's average, without its checks: no weight is negative and some are positive
-        mean = np.multiply(dmin, weights).sum() / weights.sum()
-        return float(mean), bool(((dmin > 0) & (weights > 0)).any())
+        weights = self.sample_weight
+        return (relative_weighted_average(dmin, weights),
+                bool(((dmin > 0) & (weights > 0)).any()))
 
     def draw_seeds(self, init, n_clusters, rng):
         """``n_clusters`` rows of X (float64) drawn by ``init``.
