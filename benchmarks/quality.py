@@ -489,9 +489,13 @@ def figure(results, path):
 
 def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", nargs="*", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--datasets", nargs="*", choices=list(DATASETS), default=list(DATASETS),
+                        help="datasets of the battery: all without the option, none when it "
+                             "names none")
     parser.add_argument("--workloads", nargs="*", choices=list(WORKLOADS),
-                        default=list(WORKLOADS))
+                        default=list(WORKLOADS),
+                        help="workloads (text, colour, heavy tails), as --datasets: all "
+                             "without the option, none when it names none")
     parser.add_argument("--colour-k", type=int, nargs="+", choices=COLOUR_K,
                         default=list(COLOUR_K), help="k of the colour cases")
     parser.add_argument("--quick", action="store_true",
