@@ -181,7 +181,7 @@ def _unite(runs, lloyd, polish):
     finest = runs[-1]
     unions = Unions(finest.centers, finest.stats.masses)
     for i in range(1, len(runs) - 1):
-        cost, means, from_start = unions.best(runs[i].centers, np.random.RandomState(0))
+        cost, means, from_start = unions.best(runs[i].centers)
         if (not from_start
                 or finest.stats.inertia + cost < (1 + _UNIONS_MARGIN) * runs[i].stats.inertia):
             runs[i] = _lower(lloyd, polish, means, runs[i])
