@@ -7,8 +7,9 @@ next one. :func:`cluster_path` polishes the codebook of every ``k`` into a
 K-Means fixed point (Lloyd's algorithm, then Hartigan's moves; the
 merge-and-split search, which would cost more than the growth at every
 ``k``, is left to the largest and the chosen one), then goes up the path
-and down again: the fit of ``k - 1`` with its widest cluster cut in two,
-and then that of ``k + 1`` with its two closest clusters merged, polished,
+and down again: the fit of ``k - 1`` with its widest cluster cut in two or
+with a centroid more (:mod:`~softkmeans._core.insertion`), and then that of
+``k + 1`` with its two closest clusters merged, polished,
 replace that of ``k`` where their ``J`` is lower (a divisive growth cannot
 reach a best partition at ``k`` that is not a union of its clusters at a
 larger ``k``); before going down, k-means++ restarts and the
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .insertion import best_insertion
 from .mass_constrained import (
     STAGE_MAX_ITER,
     finish_codebook,
@@ -149,8 +151,11 @@ def _lower(lloyd, polish, start, current):
 
 def _cut_upwards(engine, runs, lloyd, polish):
     """Going up ``runs`` (one per ``k``), each fit of ``k - 1`` with its widest cluster cut
-    in two (:func:`widest_cut`, on the merge-and-split search's sample), polished, replaces
-    that of ``k`` where its ``J`` is lower."""
+    in two (:func:`widest_cut`), then with one centroid more at the best of a few rows
+    drawn by their distance to it (:func:`best_insertion`, ``RandomState(0)``), both on the
+    merge-and-split search's sample, polished, replaces that of ``k`` where its ``J`` is
+    lower. A cut leaves the other clusters where they were; an inserted centroid lets
+    Lloyd's algorithm move every border, which data without separated clusters need."""
     sample = search_sample(engine, len(runs))
     if sample is None:
         return
@@ -158,6 +163,9 @@ def _cut_upwards(engine, runs, lloyd, polish):
     for i in range(2, len(runs)):
         runs[i] = _lower(lloyd, polish, widest_cut(*sample, runs[i - 1].centers, cache),
                          runs[i])
+        inserted = best_insertion(*sample, runs[i - 1].centers, np.random.RandomState(0))
+        if inserted is not None:
+            runs[i] = _lower(lloyd, polish, inserted, runs[i])
 
 
 def _restart_last(engine, runs, index, lloyd, polish, search):
