@@ -38,7 +38,7 @@ def test_cost_is_the_rise_of_J_on_the_whole_data():
     masses = np.bincount(labels, weights=weights)
     centers = (np.eye(12)[labels] * weights[:, None]).T @ X / masses[:, None]
     far = np.full((4, 3), 1e6)  # Lloyd's algorithm from there keeps a single group
-    cost, means, _ = Unions(centers, masses).best(far, np.random.RandomState(0))
+    cost, means, _ = Unions(centers, masses).best(far)
     group = np.argmin(((centers[:, None] - means[None]) ** 2).sum(axis=2), axis=1)[labels]
     assert np.unique(group).size == 4
     union_means = np.array([weights[group == g] @ X[group == g] / weights[group == g].sum()
@@ -58,11 +58,11 @@ def test_best_is_the_best_of_every_grouping(seed, n_groups):
     centers = rng.uniform(-10, 10, (8, 2))
     masses = rng.uniform(1.0, 30.0, 8)
     unions = Unions(centers, masses)
-    cost, means, _ = unions.best(np.full((n_groups, 2), 1e6), np.random.RandomState(0))
+    cost, means, _ = unions.best(np.full((n_groups, 2), 1e6))
     every = min(_grouping_cost(centers, masses, groups)
                 for groups in _set_partitions(list(range(8)), n_groups))
     assert cost == pytest.approx(every, rel=1e-9)
-    assert unions.best(means, np.random.RandomState(0))[2]  # nothing beats the best
+    assert unions.best(means)[2]  # nothing beats the best
 
 
 def test_merge_cheapest_joins_the_pair_of_least_ward_cost():

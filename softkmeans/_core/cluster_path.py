@@ -6,13 +6,15 @@ phase transition that splits a codevector of ``k - 1`` and lasts until the
 next one. :func:`cluster_path` polishes the codebook of every ``k`` into a
 K-Means fixed point (Lloyd's algorithm, then Hartigan's moves; the
 merge-and-split search, which would cost more than the growth at every
-``k``, is left to the chosen one), then goes up the path and down again:
-the fit of ``k - 1`` with its widest cluster cut in two, and then that of
-``k + 1`` with its two closest clusters merged, polished, replace that of
-``k`` where their ``J`` is lower (a divisive growth cannot reach a best
-partition at ``k`` that is not a union of its clusters at a larger ``k``);
-before going down, k-means++ restarts refine the largest ``k`` kept, which
-no finer fit but one reaches. Last, the best unions of the clusters of the
+``k``, is left to the largest and the chosen one), then goes up the path
+and down again: the fit of ``k - 1`` with its widest cluster cut in two or
+with a centroid more (:mod:`~softkmeans._core.insertion`), and then that of
+``k + 1`` with its two closest clusters merged, polished,
+replace that of ``k`` where their ``J`` is lower (a divisive growth cannot
+reach a best partition at ``k`` that is not a union of its clusters at a
+larger ``k``); before going down, k-means++ restarts and the
+merge-and-split search refine the largest ``k`` kept, which no finer fit
+but one reaches. Last, the best unions of the clusters of the
 largest ``k`` into fewer groups (:mod:`~softkmeans._core.unions`), taken
 through Lloyd's algorithm where they beat the fit's own unions or come within
 a margin of its ``J``, polished, replace a fit where their ``J`` is lower
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .insertion import best_insertion
 from .mass_constrained import (
     STAGE_MAX_ITER,
     finish_codebook,
@@ -148,8 +151,11 @@ def _lower(lloyd, polish, start, current):
 
 def _cut_upwards(engine, runs, lloyd, polish):
     """Going up ``runs`` (one per ``k``), each fit of ``k - 1`` with its widest cluster cut
-    in two (:func:`widest_cut`, on the merge-and-split search's sample), polished, replaces
-    that of ``k`` where its ``J`` is lower."""
+    in two (:func:`widest_cut`), then with one centroid more at the best of a few rows
+    drawn by their distance to it (:func:`best_insertion`, ``RandomState(0)``), both on the
+    merge-and-split search's sample, polished, replaces that of ``k`` where its ``J`` is
+    lower. A cut leaves the other clusters where they were; an inserted centroid lets
+    Lloyd's algorithm move every border, which data without separated clusters need."""
     sample = search_sample(engine, len(runs))
     if sample is None:
         return
@@ -157,18 +163,27 @@ def _cut_upwards(engine, runs, lloyd, polish):
     for i in range(2, len(runs)):
         runs[i] = _lower(lloyd, polish, widest_cut(*sample, runs[i - 1].centers, cache),
                          runs[i])
+        inserted = best_insertion(*sample, runs[i - 1].centers, np.random.RandomState(0))
+        if inserted is not None:
+            runs[i] = _lower(lloyd, polish, inserted, runs[i])
 
 
-def _restart_last(engine, runs, index, lloyd, polish):
+def _restart_last(engine, runs, index, lloyd, polish, search):
     """``runs[index]``, the largest number of clusters kept, replaced by the fit polished
     from each of :data:`_RESTARTS` k-means++ draws (``RandomState(0)``) where its ``J`` is
-    lower. The other fits are also reached from finer ones, merged or united; this one only
-    from the fit one ``k`` above, which nothing refines, and in data without separated
-    clusters a greedy merge of that fit lands in a poor local minimum."""
+    lower, then by the merge-and-split search (``search``) from the best where its ``J`` is
+    lower still. The other fits are also reached from finer ones, merged or united; this
+    one only from the fit one ``k`` above, which nothing refines, and in data without
+    separated clusters a greedy merge of that fit lands in a poor local minimum. A restart
+    redraws every codevector and rarely places them all well where one elongated cluster
+    is cut into several segments; the search moves the segments' cuts one at a time."""
     rng = np.random.RandomState(0)
     for _ in range(_RESTARTS):
         seeds = engine.draw_seeds("k-means++", len(runs[index].centers), rng)
         runs[index] = _lower(lloyd, polish, seeds, runs[index])
+    searched = search(runs[index].centers)
+    if searched.stats.inertia < runs[index].stats.inertia:
+        runs[index] = searched
 
 
 def _unite(runs, lloyd, polish):
@@ -181,7 +196,7 @@ def _unite(runs, lloyd, polish):
     finest = runs[-1]
     unions = Unions(finest.centers, finest.stats.masses)
     for i in range(1, len(runs) - 1):
-        cost, means, from_start = unions.best(runs[i].centers, np.random.RandomState(0))
+        cost, means, from_start = unions.best(runs[i].centers)
         if (not from_start
                 or finest.stats.inertia + cost < (1 + _UNIONS_MARGIN) * runs[i].stats.inertia):
             runs[i] = _lower(lloyd, polish, means, runs[i])
@@ -212,6 +227,9 @@ def cluster_path(engine, growth, n_clusters, *, max_iter, tol):
     def polish(start):
         return polish_and_search(engine, start, max_iter=max_iter, tol=tol, search=False)[0]
 
+    def search(start):
+        return polish_and_search(engine, start, max_iter=max_iter, tol=tol)[0]
+
     X, w = engine.X, engine.sample_weight
     mean_run = lloyd(np.zeros((1, X.shape[1])))
     floor = _VARIANCE_FLOOR * mean_run.stats.inertia / (w.sum() * X.shape[1])
@@ -220,7 +238,7 @@ def cluster_path(engine, growth, n_clusters, *, max_iter, tol):
     _cut_upwards(engine, runs, lloyd, polish)
     last = min(n_clusters, len(runs)) - 1
     if last > 0:
-        _restart_last(engine, runs, last, lloyd, polish)
+        _restart_last(engine, runs, last, lloyd, polish, search)
     for i in range(len(runs) - 2, 0, -1):  # downwards: each k from the k + 1 kept
         merged, _ = merge_cheapest(runs[i + 1].centers, runs[i + 1].stats.masses)
         runs[i] = _lower(lloyd, polish, merged, runs[i])

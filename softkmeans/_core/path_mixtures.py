@@ -24,13 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import logsumexp
 
 from .centred_rows import CentredRows
 from .row_blocks import dense_rows, float64_blocks
 from .split_merge import EIGH_MAX_FEATURES, principal_axis
 
 __all__ = ["Mixture", "mixture_log_likelihood", "partition_mixtures"]
+
+#: A log-density this far below a row's largest has an exp of 0 in float64 (its least
+#: positive value is about ``exp(-745)``).
+_NEGLIGIBLE_LOG = -800.0
 
 
 @dataclass
@@ -117,12 +120,20 @@ def _gaussian_terms(mixture, shifted, d):
 
 def _log_likelihood_and_entropy(log_joint, w):
     """``(sum_i w_i log p_i, -sum_i w_i sum_j t_ij log t_ij)`` of a block's joint
-    log-densities."""
-    log_p = logsumexp(log_joint, axis=1)
-    log_post = log_joint - log_p[:, None]
-    with np.errstate(invalid="ignore"):  # 0 log 0 of an empty component
-        terms = np.where(log_post > -np.inf, np.exp(log_post) * log_post, 0.0)
-    return np.array([w @ log_p, -(w @ terms.sum(axis=1))])
+    log-densities (overwritten).
+
+    With ``e_ij = exp(l_ij - max_j l_ij)`` and ``s_i = sum_j e_ij``, ``log p_i`` is
+    ``max_j l_ij + log s_i`` and ``sum_j t_ij log t_ij`` is ``sum_j e_ij (l_ij - max_j
+    l_ij) / s_i - log s_i``; a shifted log-density below :data:`_NEGLIGIBLE_LOG` (an empty
+    component's ``-inf`` among them) is raised to it, where its exp is 0 as well.
+    """
+    top = log_joint.max(axis=1)
+    shifted = np.maximum(log_joint - top[:, None], _NEGLIGIBLE_LOG, out=log_joint)
+    exps = np.exp(shifted)
+    norm = exps.sum(axis=1)
+    log_norm = np.log(norm)
+    plogp = np.einsum("ij,ij->i", exps, shifted) / norm - log_norm
+    return np.array([w @ (top + log_norm), -(w @ plogp)])
 
 
 def _masses_and_spreads(sample_weight, labels, dmin, k):

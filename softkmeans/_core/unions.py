@@ -55,9 +55,11 @@ class Unions:
         The partition's centroids.
     masses : ndarray of shape (n_clusters,)
         Its clusters' weights, positive.
+    random_state : int, default=0
+        Seed of the greedy k-means++ draws.
     """
 
-    def __init__(self, centers, masses):
+    def __init__(self, centers, masses, random_state=0):
         self.centers = np.asarray(centers, dtype=np.float64)
         self.masses = np.asarray(masses, dtype=np.float64) / float(np.max(masses))
         self._scale = float(np.max(masses))
@@ -65,15 +67,25 @@ class Unions:
         self._sq = np.maximum(norms[:, None] + norms[None, :]
                               - 2.0 * self.centers @ self.centers.T, 0.0)
         self._ward = _ward_groupings(self.centers, self.masses)
+        self._seed = random_state
+        self._streams = {}  # per candidates per step: its generator, seeds and potentials
 
-    def _draws(self, n_groups, rng):
+    def _draws(self, n_groups):
         """``(_DRAWS, n_groups)`` indices of centroids: greedy k-means++ seeds, each step
-        keeping of its ``2 + log k`` candidates the one that lowers the potential most."""
+        keeping of its ``2 + log k`` candidates the one that lowers the potential most.
+
+        The draws with as many candidates per step come from one stream,
+        ``RandomState(random_state)``, of which those into ``n_groups`` take the first
+        ``n_groups`` steps: each stream is drawn once, as far as the most groups asked.
+        """
         n_trials = _EXTRA_TRIALS + int(np.log(n_groups))
+        if n_trials not in self._streams:
+            rng = np.random.RandomState(self._seed)
+            first = rng.choice(len(self.masses), _DRAWS, p=self.masses / self.masses.sum())
+            self._streams[n_trials] = (rng, [first], self._sq[first])
+        rng, seeds, nearest = self._streams[n_trials]
         draws = np.arange(_DRAWS)
-        seeds = [rng.choice(len(self.masses), _DRAWS, p=self.masses / self.masses.sum())]
-        nearest = self._sq[seeds[0]]
-        for _ in range(1, n_groups):
+        for _ in range(len(seeds), n_groups):
             cumulative = np.cumsum(nearest * self.masses, axis=1)
             targets = rng.uniform(size=(_DRAWS, n_trials)) * cumulative[:, -1:]
             candidates = np.minimum((cumulative[:, None, :] < targets[:, :, None]).sum(axis=2),
@@ -82,31 +94,38 @@ class Unions:
             best = np.argmin(trials @ self.masses, axis=1)
             seeds.append(candidates[draws, best])
             nearest = trials[draws, best]
-        return np.stack(seeds, axis=1)
+        self._streams[n_trials] = (rng, seeds, nearest)
+        return np.stack(seeds[:n_groups], axis=1)
 
     def _lloyd(self, means):
         """Lloyd's algorithm on the weighted centroids from every start of ``means`` (of
-        shape ``(n_starts, n_groups, n_features)``) at once: the final means and labels."""
-        labels = None
+        shape ``(n_starts, n_groups, n_features)``) at once: the final means and labels.
+        A start whose labels stop changing has its means at their fixed point, and leaves
+        the iterations."""
+        labels = np.full((len(means), len(self.centers)), -1)
+        active = np.arange(len(means))
         for _ in range(_MAX_ITER):
-            sq = (np.einsum("rkd,rkd->rk", means, means)[:, :, None]
-                  - 2.0 * means @ self.centers.T)  # less the centroids' norms
+            current = means[active]
+            sq = (np.einsum("rkd,rkd->rk", current, current)[:, :, None]
+                  - 2.0 * current @ self.centers.T)  # less the centroids' norms
             new = np.argmin(sq, axis=1)
-            if labels is not None and np.array_equal(new, labels):
+            moved = np.any(new != labels[active], axis=1)
+            active, new, current = active[moved], new[moved], current[moved]
+            if not active.size:
                 break
-            labels = new
-            members = (labels[:, None, :] == np.arange(means.shape[1])[:, None]) * self.masses
+            labels[active] = new
+            members = (new[:, None, :] == np.arange(means.shape[1])[:, None]) * self.masses
             mass = members.sum(axis=2)
             sums = members @ self.centers
             full = mass > 0  # an empty group keeps its mean
-            means[full] = sums[full] / mass[full][:, None]
+            current[full] = sums[full] / mass[full][:, None]
+            means[active] = current
         return means, labels
 
-    def best(self, start, rng):
+    def best(self, start):
         """The unions into ``len(start)`` groups of lowest cost found from those that
         Lloyd's algorithm reaches from ``start`` (means whose nearest centroids start each
-        group), from Ward's grouping and from :data:`_DRAWS` greedy k-means++ draws (with
-        ``rng``, a ``RandomState``).
+        group), from Ward's grouping and from :data:`_DRAWS` greedy k-means++ draws.
 
         Returns
         -------
@@ -120,9 +139,9 @@ class Unions:
         n_groups = len(start)
         starts = np.concatenate([np.asarray(start, dtype=np.float64)[None],
                                  self._ward[n_groups][None],
-                                 self.centers[self._draws(n_groups, rng)]])
+                                 self.centers[self._draws(n_groups)]])
         means, labels = self._lloyd(starts)
-        costs = [self.masses @ np.sum((self.centers - m[lab]) ** 2, axis=1)
-                 for m, lab in zip(means, labels, strict=True)]
+        grouped = means[np.arange(len(means))[:, None], labels]  # each centroid's group mean
+        costs = (np.sum((self.centers - grouped) ** 2, axis=2) * self.masses).sum(axis=1)
         best = int(np.argmin(costs))
         return float(costs[best]) * self._scale, means[best], not costs[best] < costs[0]
