@@ -18,7 +18,9 @@ where it cannot score one cluster), ``K = max(10, 2 k_true)``:
   reference draws in the data's bounding box.
 
 The tables give, per group of datasets and over all, the fraction where each recipe finds
-``k_true`` exactly, the mean ``|k - k_true|`` and the total time; ``J / J*`` checks the path of
+``k_true`` exactly, the mean ``|k - k_true|`` and the total time (per dataset the median of
+``--repeats`` runs, the recipes' order rotated from one run to the next, by ``--clock``, after
+one run of each on a small dataset keeps compilations out); ``J / J*`` checks the path of
 ``AnnealedKMeans(auto)``: its distortion at every k over the best of ``--ref-runs``
 single-start ``KMeans`` fits at that k (the table per dataset lists every k where it is more
 than 0.5% above). The class counts of iris, wine and digits are labels,
@@ -28,7 +30,7 @@ touch; wine's and digits' classes are not spherical in the standardized features
 Run from the repository root::
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \
-        python benchmarks/choose_k.py --out choose_k
+        python benchmarks/choose_k.py --repeats 3 --clock cpu --out choose_k
 
 ``--out DIR`` writes ``choose_k.md`` (the printed report), ``choose_k.rst`` (its tables for
 the docs) and ``choose_k.json`` (every figure). ``--quick`` runs four small datasets (tests).
@@ -258,18 +260,42 @@ def path_ratios(X, K, ref_runs):
 
 
 # ------------------------------------------------------------------- report
-def run_dataset(data, ref_runs, gap_draws):
+#: ``--clock``: wall time, or the process's CPU time (steadier on a shared machine, with one
+#: thread everywhere).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def time_recipes(X, K, gap_draws, repeats, clock):
+    """``({recipe: k found}, {recipe: median seconds})`` over ``repeats`` runs of every
+    recipe, their order rotated from one repeat to the next (alternating contenders)."""
+    names = list(RECIPES)
+    found, seconds = {}, {name: [] for name in names}
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            recipe = RECIPES[name]
+            extra = {"draws": gap_draws} if recipe is gap_statistic else {}
+            start = clock()
+            found[name] = int(recipe(X, K, **extra))
+            seconds[name].append(clock() - start)
+    return found, {name: float(np.median(values)) for name, values in seconds.items()}
+
+
+def warm_up(gap_draws):
+    """Every recipe once on a small dataset: compilations and first calls out of the
+    timings."""
+    small = quick_datasets()[0]
+    time_recipes(small.X, small.k + 1, gap_draws, 1, time.perf_counter)
+
+
+def run_dataset(data, ref_runs, gap_draws, repeats=1, clock=time.perf_counter):
     # Standardizing would stretch isotropic clusters where the centres spread unevenly over
     # the features: only the real data, whose features have units of their own, are.
     X = StandardScaler().fit_transform(data.X) if data.group == REAL else data.X
     K = max(10, 2 * data.k)
     row = {"name": data.name, "group": data.group, "k_true": data.k, "K": K,
-           "n": X.shape[0], "d": X.shape[1], "found": {}, "seconds": {}}
-    for name, recipe in RECIPES.items():
-        start = time.perf_counter()
-        extra = {"draws": gap_draws} if recipe is gap_statistic else {}
-        row["found"][name] = int(recipe(X, K, **extra))
-        row["seconds"][name] = time.perf_counter() - start
+           "n": X.shape[0], "d": X.shape[1]}
+    row["found"], row["seconds"] = time_recipes(X, K, gap_draws, repeats, clock)
     row["path_J_ratios"], row["fitted_J_ratio"] = (path_ratios(X, K, ref_runs) if ref_runs
                                                    else ({}, None))
     return row
@@ -365,6 +391,9 @@ def parse(argv):
     parser.add_argument("--gap-draws", type=int, default=5, help="reference draws of the gap")
     parser.add_argument("--draw", type=int, default=0,
                         help="draw the synthetic datasets with their seeds plus 10 * DRAW")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="timed runs of every recipe per dataset, alternated (median)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     parser.add_argument("--out", type=Path, help="folder for choose_k.md, .rst and .json")
     return parser.parse_args(argv)
 
@@ -377,8 +406,10 @@ def main(argv=None):
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
+        warm_up(args.gap_draws)
         for dataset in data:
-            rows.append(run_dataset(dataset, args.ref_runs, args.gap_draws))
+            rows.append(run_dataset(dataset, args.ref_runs, args.gap_draws, args.repeats,
+                                    CLOCKS[args.clock]))
             print(f"{dataset.name}: k_true {dataset.k}, found {rows[-1]['found']}",
                   file=sys.stderr, flush=True)
     sections = tables(rows)

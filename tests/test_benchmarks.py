@@ -319,6 +319,19 @@ def test_choose_k_quick_run_writes_its_tables(tmp_path, capsys):
     assert all(row["fitted_J_ratio"] <= 1.005 for row in blobs)
 
 
+def test_choose_k_times_every_recipe_in_rotated_order(monkeypatch):
+    """Each recipe runs ``repeats`` times, first in turn, and its time is the median."""
+    choose_k = _script("choose_k")
+    calls = []
+    ticks = iter(range(10_000))
+    recipes = {name: (lambda X, K, name=name: calls.append(name) or 2) for name in "abc"}
+    monkeypatch.setattr(choose_k, "RECIPES", recipes)
+    found, seconds = choose_k.time_recipes(None, 4, 2, 3, lambda: next(ticks))
+    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert found == {"a": 2, "b": 2, "c": 2}
+    assert seconds == {"a": 1.0, "b": 1.0, "c": 1.0}
+
+
 def test_knee_of_a_broken_line():
     knee = _script("choose_k").knee
     assert knee([10.0, 4.0, 1.0, 0.9, 0.8, 0.7]) == 2
