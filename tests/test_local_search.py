@@ -14,7 +14,12 @@ from sklearn.preprocessing import StandardScaler
 from softkmeans import AnnealedKMeans
 from softkmeans._core.hartigan import hartigan_moves, nearest_labels, partition_sums
 from softkmeans._core.hartigan_loops import hartigan_visits
-from softkmeans._core.split_merge import Partition, merge_split_search
+from softkmeans._core.split_merge import (
+    SELECTED_EIGH_MIN,
+    Partition,
+    merge_split_search,
+    top_eigenpair,
+)
 
 
 def _lloyd_labels(X, k, seed):
@@ -277,3 +282,17 @@ def test_the_search_on_wide_csr_rows_finds_the_dense_rows_partition():
     sparse = merge_split_search(X, weights, start, max_rounds=6)
     np.testing.assert_array_equal(sparse.labels, dense.labels)
     assert sparse.inertia == pytest.approx(dense.inertia, rel=1e-9)
+
+
+@pytest.mark.parametrize("d", [3, SELECTED_EIGH_MIN - 1, SELECTED_EIGH_MIN, 100])
+def test_top_eigenpair_is_numpys_largest(d):
+    """LAPACK's selected eigenvalue (from SELECTED_EIGH_MIN rows) and numpy's full solver
+    agree on the largest eigenvalue and its axis (up to its sign)."""
+    rng = np.random.default_rng(d)
+    rows = rng.normal(size=(d + 5, d)) * rng.uniform(0.5, 2.0, d)
+    scatter = rows.T @ rows
+    value, axis = top_eigenpair(scatter)
+    values, vectors = np.linalg.eigh(scatter)
+    assert value == pytest.approx(values[-1], rel=1e-13)
+    assert abs(axis @ vectors[:, -1]) == pytest.approx(1.0, abs=1e-12)
+    assert np.linalg.norm(axis) == pytest.approx(1.0, abs=1e-14)

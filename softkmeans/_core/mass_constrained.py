@@ -37,7 +37,14 @@ from .prior_loops import add_prior_weighted
 from .progress import Progress
 from .responsibilities import HARD, SIGMA_MAX, SIGMA_MIN
 from .row_blocks import dense_rows, row_slices
-from .split_merge import AXIS_ITERATIONS, AXIS_TOL, EIGH_MAX_FEATURES, merge_split_search
+from .split_merge import (
+    AXIS_ITERATIONS,
+    AXIS_TOL,
+    EIGH_MAX_FEATURES,
+    SELECTED_EIGH_MIN,
+    merge_split_search,
+    top_eigenpair,
+)
 from .temperature import weighted_mean
 
 __all__ = ["STAGE_MAX_ITER", "GrowthResult", "anneal_mass_constrained", "finish_codebook",
@@ -209,8 +216,11 @@ def _principal_axes(data, centers, log_prior, sigma_sq, start=None):
                 masses[j] += resp[rows, j].sum()
     full = masses > 0
     cov[full] /= masses[full, None, None]
-    values, vectors = np.linalg.eigh(cov)
-    return np.maximum(values[:, -1], 0.0), vectors[:, :, -1]
+    if d < SELECTED_EIGH_MIN:
+        values, vectors = np.linalg.eigh(cov)
+        return np.maximum(values[:, -1], 0.0), vectors[:, :, -1]
+    pairs = [top_eigenpair(c) for c in cov]
+    return np.maximum([value for value, _ in pairs], 0.0), np.array([axis for _, axis in pairs])
 
 
 def _power_axes(data, centers, log_prior, sigma_sq, start):
