@@ -382,22 +382,27 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
             for r in range(rows):
                 others[r] += E[j, r]
     _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale)
+    objective, inertia, gap_sum = scalars[0], scalars[1], scalars[2]
+    for r in range(rows):  # in registers: adding into the array would chain its stores
+        gap = row_gap[r]
+        objective += w[r] * (first[r] - gap)
+        inertia += w[r] * first[r]
+        gap_sum += w[r] * gap
+    scalars[0], scalars[1], scalars[2] = objective, inertia, gap_sum
+    for r in range(rows):
+        labels[start + r] = label[r]
+        dmin[start + r] = first[r]
+    if out_mode == OUT_RESP:
+        for r in range(rows):
+            total = 1.0 + ratio[r] * others[r]
+            for j in range(k):
+                out[start + r, j] = E[j, r] * (ratio[r] / total)
+            out[start + r, label[r]] = 1.0 / total
+    elif out_mode == OUT_GAP:
+        for r in range(rows):
+            out[start + r, 0] = row_gap[r]
     m = 0  # rows in the products so far
     for r in range(rows):
-        i = start + r
-        total = 1.0 + ratio[r] * others[r]
-        gap = row_gap[r]
-        labels[i] = label[r]
-        dmin[i] = first[r]
-        scalars[0] += w[r] * (first[r] - gap)
-        scalars[1] += w[r] * first[r]
-        scalars[2] += w[r] * gap
-        if out_mode == OUT_RESP:
-            for j in range(k):
-                out[i, j] = E[j, r] * (ratio[r] / total)
-            out[i, label[r]] = 1.0 / total
-        elif out_mode == OUT_GAP:
-            out[i, 0] = gap
         if ratio[r] >= LEAD_IN_PRODUCT_MIN:
             E[label[r], r] = dtype(1.0 / ratio[r])
             if with_sums:
@@ -407,7 +412,7 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
             kept[m] = r
             m += 1
         else:
-            lead = w[r] / total
+            lead = w[r] / (1.0 + ratio[r] * others[r])
             masses[label[r]] += lead
             if with_sums:
                 _axpy(lead, Xc, r, sums, label[r])
