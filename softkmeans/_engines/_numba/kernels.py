@@ -313,10 +313,13 @@ def _sorted_entmax_rows(Xc, weights, start, U, xc_sq, per_row, compact, spec, ou
 
 
 @njit(**_INNER, error_model="numpy")  # no zero-division checks: the loop vectorizes
-def _lead_ratios(first, second, tau, rows, ratio):
-    """Each row's ``ratio``, ``s_r = exp(-(second_r - dmin_r) / tau)`` (``tau > 0``)."""
+def _lead_ratios(first, second, tau, rows, ratio, floor):
+    """Each row's ``ratio``, ``s_r = exp(-(second_r - dmin_r) / tau)`` (``tau > 0``), and
+    ``floor``, its smallest kept exponent (:func:`.rows.softmax_floor`) in the dtype of X."""
+    dtype = floor.dtype.type
     for r in range(rows):
         ratio[r] = exp_nonpositive(-(second[r] - first[r]) / tau)
+        floor[r] = dtype(softmax_floor(first[r], second[r], tau))
 
 
 @njit(**_INNER, error_model="numpy")  # no zero-division checks: the loop vectorizes
@@ -438,9 +441,8 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
     (label, first, second, _, others, ratio, row_gap, kept, u_second, floor, partial,
      scale, kept_bits, _) = per_row
     scaled_x, mass_product, sum_product = products
-    _lead_ratios(first, second, tau, rows, ratio)
+    _lead_ratios(first, second, tau, rows, ratio, floor)
     for r in range(rows):
-        floor[r] = dtype(softmax_floor(first[r], second[r], tau))
         E[label[r], r] = np.inf  # its exponent is -inf: below the floor, so 0
     others[:rows] = 0.0
     for j0 in range(0, k, SUM_BLOCK):
