@@ -164,8 +164,9 @@ SUM_BLOCK = 64
 
 #: A block of more than ``2 * SPARSE_FRACTION`` centroids of a dense softmax chunk computes
 #: only its kept weights when at most ``1 / SPARSE_FRACTION`` of its entries are kept, in its
-#: first ``SPARSE_SAMPLE`` rows and in all.
-SPARSE_FRACTION = 8
+#: first ``SPARSE_SAMPLE`` rows and in all. A kept weight computed on its own costs about as
+#: much as 8 entries of the dense loop, and counting them a fraction of an entry each.
+SPARSE_FRACTION = 16
 SPARSE_SAMPLE = 32
 
 
