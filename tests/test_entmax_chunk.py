@@ -31,7 +31,8 @@ def _both_ways(U, x_sq, tau, alpha):
         hard[r] = is_hard_row(ENTMAX, first[r], second[r], tau, alpha)
     unused = np.empty(rows)
     per_row = ChunkRows(label, first, second, hard, unused, unused, unused,
-                        np.empty(rows, np.intp), unused, unused, unused, unused)
+                        np.empty(rows, np.intp), unused, unused, unused, unused,
+                        np.empty(rows, np.uint64), unused)
     compact = entmax_chunk(U, x_sq, per_row, tau, alpha)
     idx, val, work = np.empty(k + 1, np.intp), np.empty(k + 1), np.empty(k)
     gaps, resp = np.zeros((rows, 2)), np.zeros((rows, 2, k))

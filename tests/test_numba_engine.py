@@ -29,7 +29,7 @@ from softkmeans._engines._numba.elementary import (
     log1p_nonnegative,
 )
 from softkmeans._engines._numba.engine import NumbaEngine
-from softkmeans._engines._numba.kernels import csr_pass, dense_pass
+from softkmeans._engines._numba.kernels import SPARSE_FRACTION, csr_pass, dense_pass
 from softkmeans._engines._numba.layout import chunk_rows, pass_layout, product_block
 from softkmeans._engines._numba.rows import SOFTMAX_SKIP_EPS
 from softkmeans._engines._numba.threads import effective_n_threads
@@ -505,6 +505,28 @@ def test_dense_softmax_chunks_with_few_or_no_rows_in_the_products(dtype):
     resp = engine.responsibilities(centers, spec)
     np.testing.assert_allclose(resp, oracle.responsibilities(centers, spec), rtol=RTOL[dtype],
                                atol=RTOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dense_softmax_blocks_that_keep_few_weights(dtype):
+    """A block of centroids whose rows keep at most 1/SPARSE_FRACTION of its weights computes
+    those only (the first block of 64 of these 70 centroids; the last 6 are dense), rows in
+    the products and rows that add their nearest share on their own alike."""
+    rng = np.random.RandomState(0)
+    grid = np.array([[a - 4.5, b - 3.0] for a in range(10) for b in range(7)])
+    X = grid[rng.randint(len(grid), size=3 * chunk_rows(len(grid)))]
+    X = (X + rng.uniform(-0.4, 0.4, size=X.shape)).astype(dtype)
+    weights = rng.uniform(0.5, 2.0, size=len(X))
+    tau = 0.01
+    spec = RelaxationSpec("softmax", float(np.sqrt(tau / 2)))
+    want = NumpyEngine(X, weights).estep(grid, spec)
+    kept = NumpyEngine(X).sq_distances(grid)
+    kept.sort(axis=1)
+    assert np.mean((kept[:, 2:] - kept[:, [1]]) <= 37 * tau) < 1 / SPARSE_FRACTION
+    in_products = np.mean(want.margins <= 69 * tau)
+    assert 0.2 < in_products < 0.8
+    rtol = RTOL[np.float64] if dtype == np.float64 else 2e-3  # float32 exponents of d ~ 30
+    _assert_stats_close(NumbaEngine(X, weights).estep(grid, spec), want, rtol)
 
 
 def test_entmax_single_centroid_and_ties():

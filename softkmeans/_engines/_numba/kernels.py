@@ -27,7 +27,10 @@ Dense X, one chunk of rows at a time (:func:`.layout.chunk_rows` rows):
    with ``blocked_products``) and ``masses += E s`` a GEMV, ``s`` holding
    each row's weight over its normalizer (a row-by-row visit of the
    candidates would read the centroid-major values across cache lines, which
-   costs more than the exps it saves). With d = 64 this iteration costs two
+   costs more than the exps it saves, unless a block of centroids keeps at most
+   ``1 / SPARSE_FRACTION`` of its weights, as in well-separated data: such a
+   block marks the kept ones in one vectorized loop and computes only those,
+   with the same bits). With d = 64 this iteration costs two
    GEMMs, about one Lloyd iteration of scikit-learn (one GEMM and an argmin)
    with ``blocked_products``, and the exps and the row loop on top;
 3. otherwise the one-hot rows (Lloyd's, or identified entmax or softmax rows)
@@ -53,6 +56,7 @@ from collections import namedtuple
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ..._jit import INNER_JIT_OPTIONS, JIT_OPTIONS
 from .elementary import exp_as, exp_nonpositive, log1p_nonnegative
@@ -67,8 +71,9 @@ from .rows import (
 )
 from .transpose import transpose_rows
 
-__all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "OUT_NONE", "OUT_RESP",
-           "OUT_DIST", "OUT_GAP", "OUT_FARTHEST", "DenseData", "CsrData", "DenseCentroids",
+__all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "SPARSE_FRACTION",
+           "SPARSE_SAMPLE", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "OUT_FARTHEST",
+           "DenseData", "CsrData", "DenseCentroids",
            "CsrCentroids", "PassSpec", "PassLayout", "RowOutputs", "SlotSums", "dense_inverse",
            "dense_pass", "csr_pass", "dense_row_sq_norms"]
 
@@ -118,10 +123,12 @@ SlotSums = namedtuple("SlotSums", ["sums", "masses", "scalars"])
 #: second nearest's), ``ratio`` (``s_r``), ``row_gap``, ``kept`` (rows in the products), and
 #: in the dtype of X: ``u_second`` (the second smallest ``||c||^2 - 2 x.c``), ``floor`` (the
 #: smallest kept exponent), ``partial`` (blocked sums of ``others``) and ``scale`` (each
-#: row's factor in the products).
+#: row's factor in the products); ``kept_bits``, a block's kept centroids in each row as the
+#: bits of a uint64, and ``kept_weights``, their weights row by row (dtype of X, ``SUM_BLOCK
+#: / SPARSE_FRACTION`` per row).
 ChunkRows = namedtuple("ChunkRows", ["label", "dmin", "second", "hard", "others", "ratio",
                                      "row_gap", "kept", "u_second", "floor", "partial",
-                                     "scale"])
+                                     "scale", "kept_bits", "kept_weights"])
 #: The products of a dense softmax finish: ``scaled_x`` (the rows times their scale), and
 #: their results ``mass_product`` (k) and ``sum_product`` (k x d), in the dtype of X.
 Products = namedtuple("Products", ["scaled_x", "mass_product", "sum_product"])
@@ -154,6 +161,13 @@ LEAD_IN_PRODUCT_MIN = 1e-30
 #: ``others`` sums of dense softmax weights run in the dtype of X over blocks of this many
 #: centroids, then in float64.
 SUM_BLOCK = 64
+
+#: A block of more than ``2 * SPARSE_FRACTION`` centroids of a dense softmax chunk computes
+#: only its kept weights when at most ``1 / SPARSE_FRACTION`` of its entries are kept, in its
+#: first ``SPARSE_SAMPLE`` rows and in all. A kept weight computed on its own costs about as
+#: much as 8 entries of the dense loop, and counting them a fraction of an entry each.
+SPARSE_FRACTION = 16
+SPARSE_SAMPLE = 32
 
 
 @njit(**_INNER)
@@ -300,18 +314,85 @@ def _sorted_entmax_rows(Xc, weights, start, U, xc_sq, per_row, compact, spec, ou
 
 
 @njit(**_INNER, error_model="numpy")  # no zero-division checks: the loop vectorizes
-def _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale):
-    """Each row's ``s_r = exp(-(second_r - dmin_r) / tau)``, gap and product scale.
+def _lead_ratios(first, second, tau, rows, ratio, floor):
+    """Each row's ``ratio``, ``s_r = exp(-(second_r - dmin_r) / tau)`` (``tau > 0``), and
+    ``floor``, its smallest kept exponent (:func:`.rows.softmax_floor`) in the dtype of X."""
+    dtype = floor.dtype.type
+    for r in range(rows):
+        ratio[r] = exp_nonpositive(-(second[r] - first[r]) / tau)
+        floor[r] = dtype(softmax_floor(first[r], second[r], tau))
+
+
+@njit(**_INNER, error_model="numpy")  # no zero-division checks: the loop vectorizes
+def _soft_row_terms(others, w, tau, rows, ratio, row_gap, scale):
+    """Each row's gap and product scale from its ``ratio`` ``s_r`` (:func:`_lead_ratios`).
 
     With ``S_r = s_r others_r`` (``others`` as in :func:`_dense_softmax_chunk`):
-    ``ratio = s``, ``row_gap = tau log1p(S)`` and ``scale = w s / (1 + S)``; ``tau > 0``.
+    ``row_gap = tau log1p(S)`` and ``scale = w s / (1 + S)``.
     """
     for r in range(rows):
-        q = exp_nonpositive(-(second[r] - first[r]) / tau)
+        q = ratio[r]
         other_weights = q * others[r]  # S_r: the weights of the others, the nearest's 1
-        ratio[r] = q
         row_gap[r] = tau * log1p_nonnegative(other_weights)
         scale[r] = w[r] * q / (1.0 + other_weights)
+
+
+@njit(**_INNER)
+def _kept_bits(E, j0, j1, u_second, floor, inv_tau, kept_bits, rows):
+    """Mark in ``kept_bits[r]`` (bit ``j - j0``) the centroids ``j0 <= j < j1`` whose weight row
+    ``r < rows`` keeps (see :func:`_dense_softmax_chunk`); returns how many entries are kept."""
+    zero = E.dtype.type(0.0)
+    count = 0
+    kept_bits[:rows] = 0
+    for j in range(j0, j1):
+        bit = np.uint64(1) << np.uint64(j - j0)
+        for r in range(rows):
+            keep = min((u_second[r] - E[j, r]) * inv_tau, zero) >= floor[r]
+            kept_bits[r] |= bit if keep else np.uint64(0)
+            count += keep
+    return count
+
+
+@njit(**_INNER)
+def _sparse_weights(E, j0, j1, u_second, inv_tau, per_row):
+    """The weights of centroids ``j0`` to ``j1`` that each row keeps (``per_row.kept_bits``), only.
+
+    The same values and sums as the dense loop of :func:`_dense_softmax_chunk`, which adds
+    exact zeros in between: each row's ``partial`` sum, in the dtype of X, is added to its
+    ``others``. ``E`` gets the weights (0 elsewhere) of the rows with ``ratio`` at least
+    :data:`LEAD_IN_PRODUCT_MIN` only, those of the products; the exponents are gathered,
+    then exponentiated in one loop, which vectorizes.
+    """
+    rows = E.shape[1]
+    zero = E.dtype.type(0.0)
+    kept_bits, weights, ratio, others = (per_row.kept_bits, per_row.kept_weights,
+                                         per_row.ratio, per_row.others)
+    n = 0
+    for r in range(rows):
+        bits = kept_bits[r]
+        while bits:
+            j = j0 + np.intp(trailing_zeros(bits))
+            bits &= bits - np.uint64(1)
+            weights[n] = min((u_second[r] - E[j, r]) * inv_tau, zero)
+            n += 1
+    for q in range(n):
+        weights[q] = exp_as(E, weights[q])
+    n = 0
+    for r in range(rows):
+        bits = kept_bits[r]
+        in_products = ratio[r] >= LEAD_IN_PRODUCT_MIN
+        if in_products:
+            for j in range(j0, j1):
+                E[j, r] = zero
+        partial = zero
+        while bits:
+            j = j0 + np.intp(trailing_zeros(bits))
+            bits &= bits - np.uint64(1)
+            partial += weights[n]
+            if in_products:
+                E[j, r] = weights[n]
+            n += 1
+        others[r] += partial
 
 
 @njit(**_INNER)
@@ -359,15 +440,24 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
     labels, dmin, out = outputs.labels, outputs.dmin, outputs.out
     sums, masses, scalars = slot
     (label, first, second, _, others, ratio, row_gap, kept, u_second, floor, partial,
-     scale) = per_row
+     scale, kept_bits, _) = per_row
     scaled_x, mass_product, sum_product = products
+    _lead_ratios(first, second, tau, rows, ratio, floor)
     for r in range(rows):
-        floor[r] = dtype(softmax_floor(first[r], second[r], tau))
         E[label[r], r] = np.inf  # its exponent is -inf: below the floor, so 0
     others[:rows] = 0.0
     for j0 in range(0, k, SUM_BLOCK):
+        j1 = min(j0 + SUM_BLOCK, k)
+        # the sample spares most dense blocks the full count
+        if (j1 - j0 > 2 * SPARSE_FRACTION and out_mode != OUT_RESP and rows > SPARSE_SAMPLE
+                and _kept_bits(E, j0, j1, u_second, floor, inv_tau, kept_bits, SPARSE_SAMPLE)
+                * SPARSE_FRACTION <= (j1 - j0) * SPARSE_SAMPLE
+                and _kept_bits(E, j0, j1, u_second, floor, inv_tau, kept_bits, rows)
+                * SPARSE_FRACTION <= (j1 - j0) * rows):
+            _sparse_weights(E, j0, j1, u_second, inv_tau, per_row)
+            continue
         partial[:rows] = zero
-        for j in range(j0, min(j0 + SUM_BLOCK, k)):
+        for j in range(j0, j1):
             for r in range(rows):
                 arg = min((u_second[r] - E[j, r]) * inv_tau, zero)
                 e = exp_as(E, arg)
@@ -381,23 +471,28 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
         for j in range(k):
             for r in range(rows):
                 others[r] += E[j, r]
-    _soft_row_terms(first, second, others, w, tau, rows, ratio, row_gap, scale)
+    _soft_row_terms(others, w, tau, rows, ratio, row_gap, scale)
+    objective, inertia, gap_sum = scalars[0], scalars[1], scalars[2]
+    for r in range(rows):  # in registers: adding into the array would chain its stores
+        gap = row_gap[r]
+        objective += w[r] * (first[r] - gap)
+        inertia += w[r] * first[r]
+        gap_sum += w[r] * gap
+    scalars[0], scalars[1], scalars[2] = objective, inertia, gap_sum
+    for r in range(rows):
+        labels[start + r] = label[r]
+        dmin[start + r] = first[r]
+    if out_mode == OUT_RESP:
+        for r in range(rows):
+            total = 1.0 + ratio[r] * others[r]
+            for j in range(k):
+                out[start + r, j] = E[j, r] * (ratio[r] / total)
+            out[start + r, label[r]] = 1.0 / total
+    elif out_mode == OUT_GAP:
+        for r in range(rows):
+            out[start + r, 0] = row_gap[r]
     m = 0  # rows in the products so far
     for r in range(rows):
-        i = start + r
-        total = 1.0 + ratio[r] * others[r]
-        gap = row_gap[r]
-        labels[i] = label[r]
-        dmin[i] = first[r]
-        scalars[0] += w[r] * (first[r] - gap)
-        scalars[1] += w[r] * first[r]
-        scalars[2] += w[r] * gap
-        if out_mode == OUT_RESP:
-            for j in range(k):
-                out[i, j] = E[j, r] * (ratio[r] / total)
-            out[i, label[r]] = 1.0 / total
-        elif out_mode == OUT_GAP:
-            out[i, 0] = gap
         if ratio[r] >= LEAD_IN_PRODUCT_MIN:
             E[label[r], r] = dtype(1.0 / ratio[r])
             if with_sums:
@@ -407,7 +502,7 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
             kept[m] = r
             m += 1
         else:
-            lead = w[r] / total
+            lead = w[r] / (1.0 + ratio[r] * others[r])
             masses[label[r]] += lead
             if with_sums:
                 _axpy(lead, Xc, r, sums, label[r])
@@ -471,7 +566,8 @@ def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start,
                         np.empty(chunk, np.bool_), np.empty(chunk), np.empty(chunk),
                         np.empty(chunk), np.empty(chunk, np.intp), np.empty(chunk, X.dtype),
                         np.empty(chunk, X.dtype), np.empty(chunk, X.dtype),
-                        np.empty(chunk, X.dtype))
+                        np.empty(chunk, X.dtype), np.empty(chunk, np.uint64),
+                        np.empty(SUM_BLOCK // SPARSE_FRACTION * chunk, X.dtype))
     first, second, hard = per_row.dmin, per_row.second, per_row.hard
     products = Products(np.empty((chunk, n_features), X.dtype), np.empty(k, X.dtype),
                         np.empty((k, n_features), X.dtype))
