@@ -42,6 +42,7 @@ from ._core.temperature import (
 )
 from ._dask import is_dask_collection, over_dask_blocks
 from ._engines import BACKENDS, get_engine
+from ._engines._blas import one_blas_thread
 from ._engines._namespace import (
     host_dtype,
     like_input,
@@ -592,6 +593,13 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         self.sigma = sigma
         self.decay = decay
         self.reassignment_ratio = reassignment_ratio
+
+    def _fit_engine(self, X, engine):
+        # BLAS held at one thread, as KMeans holds it over Lloyd's loop: numpy's products
+        # outside the passes (the rows' weighted norms, k-means++'s distances) would split
+        # their sums by its thread count, and the fit's last bits would follow
+        with one_blas_thread():
+            super()._fit_engine(X, engine)
 
     def _empty_rule(self):
         """What an update does with a centroid without mass: "keep" or "reseed"."""
