@@ -13,6 +13,7 @@ import functools
 import sys
 import warnings
 from abc import abstractmethod
+from contextlib import nullcontext
 from numbers import Integral, Real
 
 import numpy as np
@@ -595,10 +596,11 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
         self.reassignment_ratio = reassignment_ratio
 
     def _fit_engine(self, X, engine):
-        # BLAS held at one thread, as KMeans holds it over Lloyd's loop: numpy's products
-        # outside the passes (the rows' weighted norms, k-means++'s distances) would split
-        # their sums by its thread count, and the fit's last bits would follow
-        with one_blas_thread():
+        # BLAS held at one thread over a numba fit, as KMeans holds it over Lloyd's loop:
+        # numpy's products outside the passes (the rows' weighted norms, k-means++'s
+        # distances) would split their sums by its thread count, and the fit's last bits
+        # would follow. The numpy engine's passes are BLAS products that its threads speed.
+        with one_blas_thread() if engine.name == "numba" else nullcontext():
             super()._fit_engine(X, engine)
 
     def _empty_rule(self):

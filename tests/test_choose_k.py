@@ -12,7 +12,11 @@ from sklearn.datasets import load_iris
 from sklearn.mixture import GaussianMixture
 
 from softkmeans import AnnealedKMeans
-from softkmeans._core.path_mixtures import Mixture, mixture_log_likelihood
+from softkmeans._core.path_mixtures import (
+    Mixture,
+    _log_likelihood_and_entropy,
+    mixture_log_likelihood,
+)
 
 
 def _blobs(k=4, d=3, per_cluster=50, seed=0):
@@ -234,3 +238,26 @@ def test_plot_draws_both_panels(fitted):
     plt.close("all")
     with pytest.raises(Exception, match="not fitted"):
         plot_cluster_path(AnnealedKMeans(3))
+
+
+def test_log_likelihood_and_entropy_match_logsumexp_and_keep_infinite_rows():
+    """Rows are scored as scipy's logsumexp scores them, an empty component's -inf included;
+    a row with no finite log-density keeps its -inf or inf and adds no entropy (it gave NaN
+    for both sums)."""
+    from scipy.special import logsumexp
+
+    rng = np.random.default_rng(0)
+    log_joint = rng.normal(size=(6, 4)) * 20.0
+    log_joint[1, 2] = -np.inf
+    w = rng.uniform(size=6)
+    log_p = logsumexp(log_joint, axis=1)
+    post = np.exp(log_joint - log_p[:, None])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -(w @ np.where(post > 0, post * np.log(post), 0.0).sum(axis=1))
+    np.testing.assert_allclose(_log_likelihood_and_entropy(log_joint.copy(), w),
+                               [w @ log_p, entropy], rtol=1e-12)
+    for value, expected in ((-np.inf, -np.inf), (np.inf, np.inf)):
+        rows = log_joint.copy()
+        rows[3] = value
+        likelihood, entropy_sum = _log_likelihood_and_entropy(rows, w)
+        assert likelihood == expected and np.isfinite(entropy_sum)

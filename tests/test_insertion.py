@@ -32,3 +32,11 @@ def test_rows_on_the_centroids_leave_nothing_to_insert():
     X = np.array([[0.0, 1.0], [0.0, 1.0], [3.0, 3.0]])
     centers = np.array([[0.0, 1.0], [3.0, 3.0]])
     assert best_insertion(X, np.ones(3), centers, np.random.RandomState(0)) is None
+
+
+def test_a_potential_that_rounds_to_zero_is_not_drawn():
+    """A row 1e-160 from its centroid has a subnormal potential, 0 once divided by the
+    others' sum: it was counted as a candidate and the draw raised ValueError."""
+    rows = np.array([[1e5], [-1e5], [1e-160]])
+    inserted = best_insertion(rows, np.ones(3), np.zeros((1, 1)), np.random.RandomState(0))
+    assert inserted.shape == (2, 1) and abs(inserted[1, 0]) == 1e5

@@ -41,10 +41,12 @@ def best_insertion(rows, weights, centers, rng):
     """
     near = distances_to_own(rows, centers, nearest_labels(rows, centers))
     potential = weights * near
-    count = min(CANDIDATES, np.count_nonzero(potential))
+    total = potential.sum()
+    p = potential / total if total > 0 else potential
+    count = min(CANDIDATES, np.count_nonzero(p))  # of p: a subnormal potential may round to 0
     if count == 0:
         return None
-    drawn = rng.choice(len(potential), count, replace=False, p=potential / potential.sum())
+    drawn = rng.choice(len(potential), count, replace=False, p=p)
     points = dense_rows(rows, drawn)
     points_sq = np.einsum("ij,ij->i", points, points)
     gains = np.zeros(count)

@@ -125,14 +125,21 @@ def _log_likelihood_and_entropy(log_joint, w):
     With ``e_ij = exp(l_ij - max_j l_ij)`` and ``s_i = sum_j e_ij``, ``log p_i`` is
     ``max_j l_ij + log s_i`` and ``sum_j t_ij log t_ij`` is ``sum_j e_ij (l_ij - max_j
     l_ij) / s_i - log s_i``; a shifted log-density below :data:`_NEGLIGIBLE_LOG` (an empty
-    component's ``-inf`` among them) is raised to it, where its exp is 0 as well.
+    component's ``-inf`` among them) is raised to it, where its exp is 0 as well. A row
+    without a finite largest log-density keeps it as ``log p_i`` (``-inf`` or ``inf``, as
+    :func:`scipy.special.logsumexp` gives) and adds nothing to the entropy.
     """
     top = log_joint.max(axis=1)
+    finite = np.isfinite(top)
+    top[~finite] = 0.0
     shifted = np.maximum(log_joint - top[:, None], _NEGLIGIBLE_LOG, out=log_joint)
     exps = np.exp(shifted)
-    norm = exps.sum(axis=1)
-    log_norm = np.log(norm)
-    plogp = np.einsum("ij,ij->i", exps, shifted) / norm - log_norm
+    norm = exps.sum(axis=1)  # at least 1 in the rows of a finite largest log-density
+    with np.errstate(divide="ignore"):
+        log_norm = np.log(norm)
+    plogp = np.zeros(len(norm))
+    plogp[finite] = (np.einsum("ij,ij->i", exps[finite], shifted[finite]) / norm[finite]
+                     - log_norm[finite])
     return np.array([w @ (top + log_norm), -(w @ plogp)])
 
 

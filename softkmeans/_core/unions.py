@@ -141,7 +141,9 @@ class Unions:
                                  self._ward[n_groups][None],
                                  self.centers[self._draws(n_groups)]])
         means, labels = self._lloyd(starts)
-        grouped = means[np.arange(len(means))[:, None], labels]  # each centroid's group mean
-        costs = (np.sum((self.centers - grouped) ** 2, axis=2) * self.masses).sum(axis=1)
+        # one start at a time: the centroids' group means of every start at once would take
+        # (starts x centroids x features) floats
+        costs = np.array([(np.sum((self.centers - m[lab]) ** 2, axis=1) * self.masses).sum()
+                          for m, lab in zip(means, labels, strict=True)])
         best = int(np.argmin(costs))
         return float(costs[best]) * self._scale, means[best], not costs[best] < costs[0]
