@@ -383,6 +383,14 @@ def rst(sections):
     return "\n".join(lines)
 
 
+def _positive(text):
+    """An integer of at least 1, for argparse."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer of at least 1, got {text}")
+    return value
+
+
 def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="four small datasets (tests)")
@@ -391,9 +399,10 @@ def parse(argv):
     parser.add_argument("--gap-draws", type=int, default=5, help="reference draws of the gap")
     parser.add_argument("--draw", type=int, default=0,
                         help="draw the synthetic datasets with their seeds plus 10 * DRAW")
-    parser.add_argument("--repeats", type=int, default=1,
+    parser.add_argument("--repeats", type=_positive, default=1,
                         help="timed runs of every recipe per dataset, alternated (median)")
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall time, or the process's CPU time")
     parser.add_argument("--out", type=Path, help="folder for choose_k.md, .rst and .json")
     return parser.parse_args(argv)
 

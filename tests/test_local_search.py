@@ -153,16 +153,17 @@ def test_the_search_takes_more_rows_of_data_in_few_dimensions(n_features, n_clus
     assert rows.shape == (size, n_features) and weights.shape == (size,)
 
 
-def test_power_iterations_give_the_covariances_axes(monkeypatch):
+@pytest.mark.parametrize("d", [12, SELECTED_EIGH_MIN, 40])
+def test_power_iterations_give_the_covariances_axes(monkeypatch, d):
     """The two ways to the principal axes agree (same sample, codevectors, temperature) when
-    the iterations run to their tolerance; capped, they give Rayleigh quotients, lower
-    bounds of the eigenvalues."""
+    the iterations run to their tolerance, below and from SELECTED_EIGH_MIN features;
+    capped, they give Rayleigh quotients, lower bounds of the eigenvalues."""
     from softkmeans._core import mass_constrained as mc
 
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(3000, 12)) * np.linspace(3.0, 0.5, 12)
+    X = rng.normal(size=(3000, d)) * np.linspace(3.0, 0.5, d)
     data = mc._Sample(X, np.ones(len(X)), 3)
-    centers = rng.normal(size=(3, 12))
+    centers = rng.normal(size=(3, d))
     log_prior = np.log(np.full(3, 1 / 3))
     lam, axes = mc._principal_axes(data, centers, log_prior, 4.0)
     capped, _ = mc._power_axes(data, centers, log_prior, 4.0, None)

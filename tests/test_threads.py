@@ -42,7 +42,6 @@ def test_one_or_two_threads_give_the_same_bits(uniform, name, layout):
     assert one.objective_ == two.objective_ and one.inertia_ == two.inertia_
 
 
-
 _FIT_AND_HASH = """
 import hashlib, sys, warnings
 import numpy as np

@@ -61,6 +61,8 @@ _NEIGHBOURS = 6
 EIGH_MAX_FEATURES = 128
 AXIS_ITERATIONS = 10
 AXIS_TOL = 1e-6
+#: Rows from which :func:`top_eigenpair` asks LAPACK for the largest eigenvalue alone.
+SELECTED_EIGH_MIN = 24
 #: The search ends once its settlings have visited this many rows per row of the sample
 #: (a sweep over the sample visits one): a cap on its cost, some tens of Lloyd passes.
 _VISITS_PER_ROW = 80
@@ -148,9 +150,8 @@ def cheapest_merges(centers, masses, count):
 def top_eigenpair(matrix):
     """``(largest eigenvalue, unit eigenvector)`` of a symmetric ``matrix``.
 
-    From LAPACK's solver for selected eigenvalues beyond :data:`SELECTED_EIGH_MIN`
-    rows (two to three times faster than all of them at 50 to 128), from all of
-    them below.
+    From LAPACK's solver for selected eigenvalues from :data:`SELECTED_EIGH_MIN`
+    rows on (faster there than finding all of them), from all of them below.
     """
     d = matrix.shape[0]
     if d < SELECTED_EIGH_MIN:
@@ -158,10 +159,6 @@ def top_eigenpair(matrix):
         return values[-1], vectors[:, -1]
     values, vectors = scipy.linalg.eigh(matrix, subset_by_index=[d - 1, d - 1], driver="evr")
     return values[0], vectors[:, 0]
-
-
-#: Rows from which :func:`top_eigenpair` asks LAPACK for the largest eigenvalue alone.
-SELECTED_EIGH_MIN = 24
 
 
 def principal_axis(centred, weights, n_features):

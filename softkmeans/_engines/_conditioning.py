@@ -95,7 +95,7 @@ def _column_means(sample):
     """The float64 mean of the rows of ``sample``.
 
     For float64 rows, one matrix-vector product: numpy's reduction over the
-    rows of a C-ordered array adds them one at a time, several times slower.
+    rows of a C-ordered array adds them one at a time, which is slower.
     Float32 rows are reduced by numpy in float64 (a product in float32 would
     round the sums to float32).
     """

@@ -164,8 +164,8 @@ SUM_BLOCK = 64
 
 #: A block of more than ``2 * SPARSE_FRACTION`` centroids of a dense softmax chunk computes
 #: only its kept weights when at most ``1 / SPARSE_FRACTION`` of its entries are kept, in its
-#: first ``SPARSE_SAMPLE`` rows and in all. A kept weight computed on its own costs about as
-#: much as 8 entries of the dense loop, and counting them a fraction of an entry each.
+#: first ``SPARSE_SAMPLE`` rows and in all: a kept weight computed on its own costs several
+#: entries of the dense loop, and counting them a fraction of an entry each.
 SPARSE_FRACTION = 16
 SPARSE_SAMPLE = 32
 
@@ -405,7 +405,10 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
 
     ``E`` holds the chunk's shifted distances ``u`` and is overwritten with
     ``E[j, r] = exp(-(d_jr - second_r) / tau)`` for the kept centroids other
-    than the nearest (the skip rule of :mod:`.rows`), 0 elsewhere. The
+    than the nearest (the skip rule of :mod:`.rows`), 0 elsewhere, in the
+    columns that the products read: a block that computes its kept weights
+    only writes none in the columns of rows left out of the products, which
+    keep their distances (so no output of every weight takes that path). The
     exponent is ``(u_second_r - u_jr) / tau`` in the dtype of X: a tied
     centroid's exponent is exactly 0, and in float32 the exponent errs by
     about as much as the float32 cross term already does. Every kept weight
