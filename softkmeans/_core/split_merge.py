@@ -220,11 +220,16 @@ def _cuts(rows, weights, point, count, cache):
     return sorted(found, key=lambda cut: -cut[0])[:count]
 
 
+def _nearest(centers, clusters):
+    """For each of ``clusters``, the :data:`_NEIGHBOURS` ``+ 1`` clusters nearest to it,
+    nearest first (itself among them but for exact duplicates of lower index)."""
+    sq = np.sum((centers[clusters, None, :] - centers[None, :, :]) ** 2, axis=2)
+    return np.argsort(sq, axis=1, kind="stable")[:, :_NEIGHBOURS + 1]
+
+
 def _neighbourhood(centers, clusters):
     """``clusters`` and the :data:`_NEIGHBOURS` clusters nearest to each of them."""
-    sq = np.sum((centers[clusters, None, :] - centers[None, :, :]) ** 2, axis=2)
-    nearest = np.argsort(sq, axis=1, kind="stable")[:, :_NEIGHBOURS + 1]
-    return np.union1d(clusters, nearest.ravel())
+    return np.union1d(clusters, _nearest(centers, clusters).ravel())
 
 
 def _settle(rows, weights, labels, sums, masses, needed, settled):
@@ -277,7 +282,7 @@ def _best_transfers(rows, weights, point, cache, cuts):
     centers = point.centers
     found = []
     for a in range(len(centers)):
-        near = np.argsort(np.sum((centers - centers[a]) ** 2, axis=1), kind="stable")
+        near = _nearest(centers, np.array([a]))[0]
         targets = near[near != a][:_NEIGHBOURS]
         key = point.sums[np.concatenate([[a], targets])].tobytes()
         if key not in cache:
