@@ -5,6 +5,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, eigsh
+from sklearn.utils.extmath import row_norms
 
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .row_blocks import float64_blocks, row_slices
@@ -221,15 +222,10 @@ def lambda_max_floor(sums, masses):
     total = masses.sum()
     mean = masses @ means / total
     centred = means - mean
-    slack = _SUMS_ROUNDING * (_row_norms(means) + math.sqrt(float(mean @ mean)))
-    apart = np.maximum(_row_norms(centred) - slack, 0.0)
+    slack = _SUMS_ROUNDING * (row_norms(means) + math.sqrt(float(mean @ mean)))
+    apart = np.maximum(row_norms(centred) - slack, 0.0)
     floor = float(masses @ apart**2 / total / rank)
     return floor if np.isfinite(floor) else 0.0
-
-
-def _row_norms(a):
-    """Euclidean norms of the rows of ``a``."""
-    return np.sqrt(np.einsum("ij,ij->i", a, a))
 
 
 def _dense_covariance(X, w):
