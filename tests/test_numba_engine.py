@@ -29,7 +29,15 @@ from softkmeans._engines._numba.elementary import (
     log1p_nonnegative,
 )
 from softkmeans._engines._numba.engine import NumbaEngine
-from softkmeans._engines._numba.kernels import SPARSE_FRACTION, csr_pass, dense_pass
+from softkmeans._engines._numba.kernels import (
+    DENSE_FRACTION,
+    IN_PLACE_ROWS,
+    LEAD_IN_PRODUCT_MIN,
+    PACKED_ROW_COST,
+    SPARSE_FRACTION,
+    csr_pass,
+    dense_pass,
+)
 from softkmeans._engines._numba.layout import chunk_rows, pass_layout, product_block
 from softkmeans._engines._numba.rows import SOFTMAX_SKIP_EPS
 from softkmeans._engines._numba.threads import effective_n_threads
@@ -87,6 +95,47 @@ def _assert_stats_close(got, want, rtol):
     np.testing.assert_array_equal(got.labels[clear], want.labels[clear])
     assert got.labels.dtype == want.labels.dtype == np.int32
 
+
+
+def _finishes(X, centers, sigma):
+    """Which finish each chunk of a softmax pass takes, from the oracle's margins: ``"in
+    place"`` or ``"packed"`` (:data:`IN_PLACE_ROWS`), or ``"rows"`` (not a dense chunk)."""
+    stats = NumpyEngine(X).estep(centers, RelaxationSpec("softmax", sigma))
+    k, d = centers.shape
+    rows = chunk_rows(k)
+    exponents = stats.margins / (2.0 * sigma**2)
+    kept = np.exp(-exponents) >= LEAD_IN_PRODUCT_MIN
+    soft = exponents < 745.0
+    finishes = set()
+    for start in range(0, len(X), rows):
+        n, m = min(rows, len(X) - start), int(kept[start:start + rows].sum())
+        if not soft[start:start + rows].sum() * DENSE_FRACTION > n:
+            finishes.add("rows")
+            continue
+        packing = m * (d + PACKED_ROW_COST) + (k * m if m < n else 0)
+        in_place = m * IN_PLACE_ROWS[1] >= n * IN_PLACE_ROWS[0] and k * n <= packing
+        finishes.add("in place" if in_place else "packed")
+    return finishes
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(("n_clusters", "sigma", "finish"), [
+    (4, 3.0, "in place"),  # every row in the products, few centroids for the features
+    (40, 3.0, "packed"),  # many centroids for the features
+    (4, 0.14, "packed"),  # many rows' lead alone
+], ids=["in-place", "packed-many-centroids", "packed-few-rows"])
+def test_both_dense_softmax_finishes_match_the_oracle(dtype, n_clusters, sigma, finish):
+    """Weights scaled in place and multiplied by the chunk, or the rows that take part packed:
+    the statistics of the oracle, on weighted data far off the origin (shifted passes)."""
+    rng = np.random.RandomState(3)
+    n = 3 * chunk_rows(n_clusters) + 17
+    X = (rng.normal(size=(n, 5)) + 1e3).astype(dtype)
+    weights = rng.uniform(0.5, 2.0, size=n)
+    centers = X[rng.choice(n, n_clusters, replace=False)].astype(np.float64)
+    assert _finishes(X, centers, sigma) == {finish}
+    got = NumbaEngine(X, weights).estep(centers, RelaxationSpec("softmax", sigma))
+    want = NumpyEngine(X, weights).estep(centers, RelaxationSpec("softmax", sigma))
+    _assert_stats_close(got, want, RTOL[dtype])
 
 @pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])

@@ -25,7 +25,10 @@ Dense X, one chunk of rows at a time (:func:`.layout.chunk_rows` rows):
    weights ``E`` overwrite ``u`` with one exp per entry (pruned entries set to
    0), ``sums += E (s * X_chunk)`` is one more GEMM (by blocks of centroids
    with ``blocked_products``) and ``masses += E s`` a GEMV, ``s`` holding
-   each row's weight over its normalizer (a row-by-row visit of the
+   each row's weight over its normalizer, or, where nearly every row takes
+   part and the centroids are few for the features, ``E`` is scaled by ``s``
+   and multiplied by the chunk itself, without a copy of its rows (a row-by-row
+   visit of the
    candidates would read the centroid-major values across cache lines, which
    costs more than the exps it saves, unless a block of centroids keeps at most
    ``1 / SPARSE_FRACTION`` of its weights, as in well-separated data: such a
@@ -71,7 +74,8 @@ from .rows import (
 )
 from .transpose import transpose_rows
 
-__all__ = ["DENSE_FRACTION", "LEAD_IN_PRODUCT_MIN", "SUM_BLOCK", "SPARSE_FRACTION",
+__all__ = ["DENSE_FRACTION", "IN_PLACE_ROWS", "LEAD_IN_PRODUCT_MIN", "PACKED_ROW_COST",
+           "SUM_BLOCK", "SPARSE_FRACTION",
            "SPARSE_SAMPLE", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "OUT_FARTHEST",
            "DenseData", "CsrData", "DenseCentroids",
            "CsrCentroids", "PassSpec", "PassLayout", "RowOutputs", "SlotSums", "dense_inverse",
@@ -157,6 +161,15 @@ _INVERSE_LIMITS = {t: float(np.finfo(t).max) * 1e-8 for t in (np.float32, np.flo
 #: A dense softmax row adds its nearest centroid's share through the chunk's product
 #: (entry ``1 / s``, finite in float32) when ``s`` is at least this.
 LEAD_IN_PRODUCT_MIN = 1e-30
+
+#: A dense softmax chunk scales its weights in place and multiplies the whole chunk
+#: (:func:`_weights_in_place`) when at least ``IN_PLACE_ROWS[0] / IN_PLACE_ROWS[1]`` of its
+#: rows take part in the products and scaling every row's ``k`` weights touches no more
+#: values than packing the rows that take part: each costs its features, ``PACKED_ROW_COST``
+#: values of bookkeeping and, when some rows stay out, its ``k`` weights. Otherwise those
+#: rows are packed, which spares the products the rows left out.
+IN_PLACE_ROWS = (3, 4)
+PACKED_ROW_COST = 8
 
 #: ``others`` sums of dense softmax weights run in the dtype of X over blocks of this many
 #: centroids, then in float64.
@@ -396,6 +409,32 @@ def _sparse_weights(E, j0, j1, u_second, inv_tau, per_row):
 
 
 @njit(**_INNER)
+def _weights_in_place(E, w, per_row, rows):
+    """Turn ``E`` into each row's weights times its sample weight, for the products.
+
+    A row ``r`` taking part in the products (``s_r`` at least
+    :data:`LEAD_IN_PRODUCT_MIN`) gets ``scale_r E[j, r]`` for the other
+    centroids; any other row 0 there (its columns may hold values that the
+    sparse blocks left unwritten). Every row's nearest centroid gets its lead
+    weight ``w_r / (1 + S_r)``, computed in float64. Values below the smallest
+    normal number of the dtype become 0: below ``1e-38`` of a centroid's mass in
+    float32, and subnormal arithmetic is slow (a light centroid's mass is summed
+    again exactly, see the engine).
+    """
+    k = E.shape[0]
+    dtype = E.dtype.type
+    zero = dtype(0.0)
+    tiny = dtype(np.finfo(E.dtype).tiny)
+    label, others, ratio, scale = per_row.label, per_row.others, per_row.ratio, per_row.scale
+    for j in range(k):
+        for r in range(rows):
+            weight = E[j, r] * scale[r]
+            E[j, r] = weight if ratio[r] >= LEAD_IN_PRODUCT_MIN and weight >= tiny else zero
+    for r in range(rows):
+        E[label[r], r] = dtype(w[r] / (1.0 + ratio[r] * others[r]))
+
+
+@njit(**_INNER)
 def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs, slot):
     """Finish a chunk whose rows are mostly soft: one exp per entry, a GEMM and a GEMV.
 
@@ -432,8 +471,12 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
     other rows only (their columns of ``E`` packed, their indices in
     ``kept``), or not at all: at a low temperature few rows take part after
     the first iteration, and a product over every row would cost as much as
-    the cross term. The masses are not a column of the product: one more
-    column than a multiple of the kernels' width costs more than the GEMV.
+    the cross term. Where nearly every row takes part and packing would touch
+    more values than ``E`` holds (:data:`IN_PLACE_ROWS`), ``E`` is scaled in
+    place instead (:func:`_weights_in_place`) and multiplied by the chunk
+    itself, every row's nearest centroid included. The masses are not a column
+    of the product: one more column than a multiple of the kernels' width costs
+    more than the GEMV.
     """
     k, rows = E.shape
     n_features = Xc.shape[1]
@@ -494,6 +537,20 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
     elif out_mode == OUT_GAP:
         for r in range(rows):
             out[start + r, 0] = row_gap[r]
+    kept_rows = 0
+    for r in range(rows):
+        kept_rows += ratio[r] >= LEAD_IN_PRODUCT_MIN
+    packing = kept_rows * (n_features + PACKED_ROW_COST) + (k * kept_rows if kept_rows < rows
+                                                             else 0)
+    if (kept_rows * IN_PLACE_ROWS[1] >= rows * IN_PLACE_ROWS[0] and k * rows <= packing):
+        _weights_in_place(E, w, per_row, rows)
+        ones = partial[:rows]
+        ones[:] = dtype(1.0)
+        np.dot(E, ones, mass_product)
+        masses += mass_product
+        if with_sums:
+            _add_products(E, Xc, step, sum_product, sums)
+        return
     m = 0  # rows in the products so far
     for r in range(rows):
         if ratio[r] >= LEAD_IN_PRODUCT_MIN:
@@ -520,14 +577,21 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
                 packed[j, q] = E[j, kept[q]]
     np.dot(packed, scale[:m], mass_product)
     masses += mass_product
-    if not with_sums:
-        return
+    if with_sums:
+        _add_products(packed, scaled_x[:m], step, sum_product, sums)
+
+
+@njit(**_INNER)
+def _add_products(weights, rows, step, product, sums):
+    """``sums += weights @ rows``, the product by blocks of ``step`` centroids in the dtype of
+    the rows, the sums in float64."""
+    k, n_features = product.shape
     for j0 in range(0, k, step):
         j1 = min(j0 + step, k)
-        np.dot(packed[j0:j1], scaled_x[:m], sum_product[j0:j1])
+        np.dot(weights[j0:j1], rows, product[j0:j1])
     for j in range(k):
         for f in range(n_features):
-            sums[j, f] += sum_product[j, f]
+            sums[j, f] += product[j, f]
 
 
 @njit(**_JIT)
