@@ -9,9 +9,9 @@ fitted at its defaults with ``n_clusters=k`` and ``random_state=SEED``, as a new
 - ``SoftKMeans()`` and ``EntmaxKMeans()``.
 
 The table gives each contender's median fit time over that of ``KMeans(n_init=1)``
-(contenders alternate within each repeat, all in one process), its ``n_iter_``, any
-``ConvergenceWarning``, and its distortion ``J`` over KMeans'. ``--dask`` adds the fit of a
-dask array (2e6 x 16 standardized blobs in chunks of 2e5, k = 20, at each of
+(every contender once in each repeat, in a seeded random order, all in one process), its
+``n_iter_``, any ``ConvergenceWarning``, and its distortion ``J`` over KMeans'. ``--dask``
+adds the fit of a dask array (2e6 x 16 standardized blobs in chunks of 2e5, k = 20, at each of
 :data:`DASK_SPREADS`) beside dask-ml's ``KMeans`` (a benchmark-only dependency:
 ``pip install dask-ml``): time, iterations and J over dask-ml's, each from its own k-means||
 seeds, then the soft fits from dask-ml's seeds, which separates the update from the seeding.
@@ -129,7 +129,11 @@ def run_dataset(name, data, args):
     first = {}
     repeats = 0
     while repeats < args.repeats and (repeats == 0 or sum(times[ANCHOR]) * 4 < args.budget):
-        for label, make in CONTENDERS.items():  # alternate the contenders in every repeat
+        # every contender in every repeat, in an order drawn anew (seeded) each time: no
+        # contender always follows the same one (a fit right after GaussianMixture's large
+        # temporaries starts with colder caches)
+        for label in np.random.RandomState(repeats).permutation(list(CONTENDERS)):
+            make = CONTENDERS[label]
             model, seconds, warned = fit_once(lambda make=make: make(k, args.seed), X,
                                               CLOCKS[args.clock])
             times[label].append(seconds)
