@@ -195,7 +195,7 @@ def _report_end(progress, n_iter, converged, strict, max_iter):
         progress.say(f"Stopped at max_iter={max_iter} before converging")
 
 
-def shared_variance(engine, stats, row_norms=None):
+def shared_variance(engine, stats, row_norms=None, means=None):
     """``sigma^2`` of the isotropic mixture's M-step: ``D / (d W)`` at the weighted means.
 
     ``D = sum_i w_i sum_j r_ij ||x_i - s_j / m_j||^2``, from the pass's
@@ -203,14 +203,16 @@ def shared_variance(engine, stats, row_norms=None):
     distance shift, so that data far from the origin keep their digits):
     ``D = sum_i w_i ||x_i - c||^2 - sum_j m_j ||s_j / m_j - c||^2``
     (:func:`mixture_variance`). ``row_norms`` is :func:`_weighted_row_norms` of
-    the engine, which a run computes once.
+    the engine, which a run computes once; ``means`` the weighted means where the caller
+    has them (every mass positive).
     """
     _, total, spread = _weighted_row_norms(engine) if row_norms is None else row_norms
     return mixture_variance(stats.sums, stats.masses, total, spread, engine.distance_shift,
-                            engine.X.shape[1], engine.unit_roundoff)
+                            engine.X.shape[1], engine.unit_roundoff, means)
 
 
-def mixture_variance(sums, masses, total, spread, origin, n_features, unit_roundoff):
+def mixture_variance(sums, masses, total, spread, origin, n_features, unit_roundoff,
+                     means=None):
     """The shared variance per feature of observations around their weighted means.
 
     ``(spread - sum_j m_j ||s_j / m_j - c||^2) / (d W)``, where ``spread`` is
@@ -230,15 +232,18 @@ def mixture_variance(sums, masses, total, spread, origin, n_features, unit_round
     origin : ndarray of shape (n_features,) or None
     n_features : int
     unit_roundoff : float
+    means : ndarray of shape (n_clusters, n_features), default=None
+        ``sums / masses`` where the caller has it, every mass positive.
 
     Returns
     -------
     float
     """
-    if not masses.min() > 0:
-        full = masses > 0
-        sums, masses = sums[full], masses[full]
-    means = sums / masses[:, None]
+    if means is None:
+        if not masses.min() > 0:
+            full = masses > 0
+            sums, masses = sums[full], masses[full]
+        means = sums / masses[:, None]
     if origin is not None:
         means = means - origin
     masses = masses * (total / float(masses.sum()))
@@ -249,10 +254,10 @@ def mixture_variance(sums, masses, total, spread, origin, n_features, unit_round
     return residual / (n_features * total)
 
 
-def _with_shared_variance(engine, stats, spec, shrink, row_norms=None):
+def _with_shared_variance(engine, stats, spec, shrink, row_norms=None, means=None):
     """``spec`` at ``shrink`` times the deviation :func:`shared_variance` gives (unchanged
     where it is 0)."""
-    variance = shared_variance(engine, stats, row_norms)
+    variance = shared_variance(engine, stats, row_norms, means)
     if not variance > 0:
         return spec
     sigma = shrink * math.sqrt(variance)
@@ -322,7 +327,7 @@ class _RelativeTest:
             step = max(step, abs(new_sigma - old_sigma) / old_sigma)
         return step, step <= self.tol
 
-    def settled(self, old_stats, new_stats, old_spec, new_spec, centers):
+    def settled(self, old_score, new_score, new_stats, new_spec, centers):
         """Whether the objective says the run has converged (never, for this rule)."""
         return False
 
@@ -344,17 +349,30 @@ class _KMeansTest:
             small = small and abs(new_sigma**2 - old_sigma**2) <= self.shift_tol
         return shift, small
 
-    def settled(self, old_stats, new_stats, old_spec, new_spec, centers):
-        """Whether a soft pass changed the per-sample score by no more than its rounding
-        (never at ``tol=0``, which runs to a fixed point)."""
+    def settled(self, old_score, new_score, new_stats, new_spec, centers):
+        """Whether a soft pass changed the per-sample score (:class:`_Scores`) by no more
+        than its rounding (never at ``tol=0``, which runs to a fixed point)."""
         if self.shift_tol == 0 or new_spec.kind == "hard" or not new_stats.gap > 0:
             return False
-        d = self.engine.X.shape[1]
-        change = _per_sample_score(new_stats, new_spec, d) - _per_sample_score(
-            old_stats, old_spec, d)
+        change = new_score() - old_score()
         noise = _objective_noise(self.engine, new_stats, centers, self.row_norms)
         resolution = noise / (_NOISE_ROUNDOFFS * new_spec.tau * float(new_stats.masses.sum()))
         return abs(change) <= resolution
+
+
+class _Scores:
+    """The per-sample score of one pass's statistics (:func:`_per_sample_score`), computed
+    on the first call and kept: a run compares each pass with the next."""
+
+    __slots__ = ("stats", "spec", "n_features", "value")
+
+    def __init__(self, stats, spec, n_features):
+        self.stats, self.spec, self.n_features, self.value = stats, spec, n_features, None
+
+    def __call__(self):
+        if self.value is None:
+            self.value = _per_sample_score(self.stats, self.spec, self.n_features)
+        return self.value
 
 
 def _per_sample_score(stats, spec, n_features):
@@ -441,15 +459,17 @@ def _alternate(engine, centers, spec, *, max_iter, tol, empty, record_path, verb
     d = engine.X.shape[1]
     before = None  # the centroids whose plain update gave ``centers``, while there are some
     strict = False  # whether the run ends at an exact fixed point
+    score = _Scores(stats, spec, d)
     while n_iter < max_iter:
         n_iter += 1  # one per pass: a rejected extrapolation's pass counts as an update
-        new = weighted_means(stats, centers)
-        if empty == "reseed":
-            new = _reseed_empty(new, stats, engine, reseeded, parked)
+        means = weighted_means(stats, centers)
+        all_held = stats.masses.min() > 0
+        new = _reseed_empty(means, stats, engine, reseeded, parked) if empty == "reseed" else means
         new = _stored(new, dtype)
         old_spec = spec
         if fit_sigma is not None:
-            spec = _with_shared_variance(engine, stats, spec, fit_sigma, row_norms)
+            spec = _with_shared_variance(engine, stats, spec, fit_sigma, row_norms,
+                                         means if all_held else None)
         if test.strict and spec == old_spec and np.array_equal(new, centers):
             # a fixed point: the assignments repeat, the pass would too
             if path is not None:
@@ -460,26 +480,26 @@ def _alternate(engine, centers, spec, *, max_iter, tol, empty, record_path, verb
             step, small = test.step(new, centers, old_spec.sigma, spec.sigma)
             plain, new_stats = new, None  # the plain update, which the path's bound measures
             if (rule.accelerate and before is not None and not small and n_iter < max_iter
-                    and stats.gap > _SMOOTH_GAP * stats.inertia
-                    and stats.masses.min() > 0):
+                    and stats.gap > _SMOOTH_GAP * stats.inertia and all_held):
                 # three successive plain iterates (no centroid reseeded or kept without
                 # mass): extrapolate, keep the point if it scores no worse than ``centers``
                 jump = _stored(squarem_point(before, centers, new), dtype)
                 jump_stats = engine.estep(jump, spec)
-                if (_per_sample_score(jump_stats, spec, d)
-                        <= _per_sample_score(stats, old_spec, d)):
-                    new, new_stats = jump, jump_stats
+                jump_score = _Scores(jump_stats, spec, d)
+                if jump_score() <= score():
+                    new, new_stats, new_score = jump, jump_stats, jump_score
                 else:
                     n_iter += 1
             before = centers if new_stats is None else None
             if new_stats is None:
                 new_stats = engine.estep(new, spec)
-            done = small or test.settled(stats, new_stats, old_spec, spec, new)
+                new_score = _Scores(new_stats, spec, d)
+            done = small or test.settled(score, new_score, new_stats, spec, new)
             if path is not None:
                 changes = int(np.count_nonzero(new_stats.labels != stats.labels))
                 bound = float(stats.masses @ np.sum((plain - centers) ** 2, axis=1))
                 path.add(new_stats, new, step, changes, bound)
-            centers, stats = new, new_stats
+            centers, stats, score = new, new_stats, new_score
             progress.iteration(n_iter, stats, spec, step)
             strict = False
         if done:
