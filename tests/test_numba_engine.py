@@ -33,6 +33,7 @@ from softkmeans._engines._numba.kernels import (
     DENSE_FRACTION,
     IN_PLACE_ROWS,
     LEAD_IN_PRODUCT_MIN,
+    MULTIPLY_ADDS_PER_VALUE,
     PACKED_ROW_COST,
     SPARSE_FRACTION,
     csr_pass,
@@ -113,7 +114,8 @@ def _finishes(X, centers, sigma):
             finishes.add("rows")
             continue
         packing = m * (d + PACKED_ROW_COST) + (k * m if m < n else 0)
-        in_place = m * IN_PLACE_ROWS[1] >= n * IN_PLACE_ROWS[0] and k * n <= packing
+        cost = k * n + (n - m) * k * d // MULTIPLY_ADDS_PER_VALUE
+        in_place = m * IN_PLACE_ROWS[1] >= n * IN_PLACE_ROWS[0] and cost <= packing
         finishes.add("in place" if in_place else "packed")
     return finishes
 
@@ -121,9 +123,10 @@ def _finishes(X, centers, sigma):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize(("n_clusters", "sigma", "finish"), [
     (4, 3.0, "in place"),  # every row in the products, few centroids for the features
+    (4, 0.2, "in place"),  # a fifth of the rows left out of the products, their weights zeroed
     (40, 3.0, "packed"),  # many centroids for the features
     (4, 0.14, "packed"),  # many rows' lead alone
-], ids=["in-place", "packed-many-centroids", "packed-few-rows"])
+], ids=["in-place", "in-place-rows-left-out", "packed-many-centroids", "packed-few-rows"])
 def test_both_dense_softmax_finishes_match_the_oracle(dtype, n_clusters, sigma, finish):
     """Weights scaled in place and multiplied by the chunk, or the rows that take part packed:
     the statistics of the oracle, on weighted data far off the origin (shifted passes)."""

@@ -74,7 +74,8 @@ from .rows import (
 )
 from .transpose import transpose_rows
 
-__all__ = ["DENSE_FRACTION", "IN_PLACE_ROWS", "LEAD_IN_PRODUCT_MIN", "PACKED_ROW_COST",
+__all__ = ["DENSE_FRACTION", "IN_PLACE_ROWS", "LEAD_IN_PRODUCT_MIN", "MULTIPLY_ADDS_PER_VALUE",
+           "PACKED_ROW_COST",
            "SUM_BLOCK", "SPARSE_FRACTION",
            "SPARSE_SAMPLE", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "OUT_FARTHEST",
            "DenseData", "CsrData", "DenseCentroids",
@@ -170,6 +171,9 @@ LEAD_IN_PRODUCT_MIN = 1e-30
 #: rows are packed, which spares the products the rows left out.
 IN_PLACE_ROWS = (3, 4)
 PACKED_ROW_COST = 8
+#: Multiply-adds of a product that cost as much as one value touched by a loop: the rows
+#: left out of an in-place chunk's products still enter them, ``k * d`` each.
+MULTIPLY_ADDS_PER_VALUE = 8
 
 #: ``others`` sums of dense softmax weights run in the dtype of X over blocks of this many
 #: centroids, then in float64.
@@ -413,23 +417,27 @@ def _weights_in_place(E, w, per_row, rows):
     """Turn ``E`` into each row's weights times its sample weight, for the products.
 
     A row ``r`` taking part in the products (``s_r`` at least
-    :data:`LEAD_IN_PRODUCT_MIN`) gets ``scale_r E[j, r]`` for the other
-    centroids; any other row 0 there (its columns may hold values that the
-    sparse blocks left unwritten). Every row's nearest centroid gets its lead
-    weight ``w_r / (1 + S_r)``, computed in float64. Values below the smallest
-    normal number of the dtype become 0: below ``1e-38`` of a centroid's mass in
-    float32, and subnormal arithmetic is slow (a light centroid's mass is summed
-    again exactly, see the engine).
+    :data:`LEAD_IN_PRODUCT_MIN`) gets ``E[j, r]`` times its float64 factor
+    ``w_r s_r / (1 + S_r)`` for the other centroids; any other row 0 there (its
+    columns may hold values that the sparse blocks left unwritten). Every row's
+    nearest centroid gets its lead weight ``w_r / (1 + S_r)``. Products run in
+    float64 and values below the smallest normal number of the dtype become 0:
+    below ``1e-38`` of a centroid's mass in float32, and subnormal arithmetic is
+    slow (a light centroid's mass is summed again exactly, see the engine).
     """
     k = E.shape[0]
     dtype = E.dtype.type
     zero = dtype(0.0)
-    tiny = dtype(np.finfo(E.dtype).tiny)
-    label, others, ratio, scale = per_row.label, per_row.others, per_row.ratio, per_row.scale
+    tiny = np.float64(np.finfo(E.dtype).tiny)
+    label, others, ratio = per_row.label, per_row.others, per_row.ratio
+    factor = np.empty(rows)
+    for r in range(rows):
+        kept = ratio[r] >= LEAD_IN_PRODUCT_MIN
+        factor[r] = w[r] * ratio[r] / (1.0 + ratio[r] * others[r]) if kept else 0.0
     for j in range(k):
         for r in range(rows):
-            weight = E[j, r] * scale[r]
-            E[j, r] = weight if ratio[r] >= LEAD_IN_PRODUCT_MIN and weight >= tiny else zero
+            weight = np.float64(E[j, r]) * factor[r]
+            E[j, r] = dtype(weight) if weight >= tiny else zero
     for r in range(rows):
         E[label[r], r] = dtype(w[r] / (1.0 + ratio[r] * others[r]))
 
@@ -542,7 +550,9 @@ def _dense_softmax_chunk(Xc, w, start, E, per_row, spec, step, products, outputs
         kept_rows += ratio[r] >= LEAD_IN_PRODUCT_MIN
     packing = kept_rows * (n_features + PACKED_ROW_COST) + (k * kept_rows if kept_rows < rows
                                                              else 0)
-    if (kept_rows * IN_PLACE_ROWS[1] >= rows * IN_PLACE_ROWS[0] and k * rows <= packing):
+    # in place: every weight scaled, and the products' multiply-adds on the rows left out
+    in_place = k * rows + (rows - kept_rows) * k * n_features // MULTIPLY_ADDS_PER_VALUE
+    if kept_rows * IN_PLACE_ROWS[1] >= rows * IN_PLACE_ROWS[0] and in_place <= packing:
         _weights_in_place(E, w, per_row, rows)
         ones = partial[:rows]
         ones[:] = dtype(1.0)
