@@ -15,6 +15,7 @@ from ..._core.hartigan_loops import compile_local_search
 from ..._core.prior_loops import compile_prior_pass
 from ..._core.responsibilities import RelaxationSpec
 from .engine import NumbaEngine
+from .kernels import add_up_slots
 
 __all__ = ["compile_kernels", "input_kind"]
 
@@ -87,8 +88,9 @@ def compile_kernels(file=None):
         for dtype in ("float32", "float64"):
             start = time.perf_counter()
             _build_kernels((layout, dtype, "int32"))
-            if (layout, dtype) == ("dense", "float64"):  # the annealing's own kernels
-                compile_local_search()
+            if (layout, dtype) == ("dense", "float64"):
+                add_up_slots(np.zeros((2, 1, 1)), np.zeros((2, 1)), np.zeros((2, 3)), 1)  # any
+                compile_local_search()  # the annealing's own kernels
                 compile_prior_pass()
             seconds[layout, dtype] = time.perf_counter() - start
             if file is not None:

@@ -47,14 +47,7 @@ from .kernels import (
     OUT_GAP,
     OUT_NONE,
     OUT_RESP,
-    CsrCentroids,
-    CsrData,
-    DenseCentroids,
-    DenseData,
-    PassLayout,
-    PassSpec,
-    RowOutputs,
-    SlotSums,
+    add_up_slots,
     csr_pass,
     dense_inverse,
     dense_pass,
@@ -83,6 +76,8 @@ _UNDERFLOW = 746.0
 #: for in another dtype (``NumbaEngine._output_pass``): 32 MB, of ``4M d`` multiply-adds at
 #: ``d`` features, work for ``1 + d`` threads (:data:`WORK_PER_THREAD`).
 OUTPUT_BLOCK_ELEMENTS = 1 << 22
+
+
 def _accumulators(n_slots, n_clusters, n_features):
     """Zeroed sums, masses and scalars (objective, inertia, gap) of each slot of a pass.
 
@@ -94,8 +89,6 @@ def _accumulators(n_slots, n_clusters, n_features):
     gap = ACCUMULATOR_GAP
     return (np.zeros((n_slots, n_clusters + -(-gap // n_features), n_features)),
             np.zeros((n_slots, n_clusters + gap)), np.zeros((n_slots, 3 + gap)))
-
-
 
 
 def _lower_exponents(centers, candidates, labels, dmin):
@@ -267,58 +260,57 @@ class NumbaEngine(InMemorySteps):
         dmin = np.empty(n)
         k, n_features = centers.shape
         n_slots, n_threads, layout = self._layout(k, n_features)
-        sums, masses, scalars = _accumulators(n_slots, k, n_features)
-        accumulators = SlotSums(sums, masses, scalars)
-        outputs = RowOutputs(labels, margins, dmin, out)
+        accumulators = _accumulators(n_slots, k, n_features)
         kind, tau, alpha = KINDS[spec.kind], spec.tau, float(spec.alpha)
         data = self._kernel_inputs()
+        # plain tuples in the fields' order of the kernels' namedtuples (see .kernels)
         if self._csr_arrays is not None:
-            centroids = CsrCentroids(np.ascontiguousarray(centers.T), c_sq)
-            pass_spec = PassSpec(kind, tau, alpha, 0.0, with_sums, out_mode)
+            centroids = (np.ascontiguousarray(centers.T), c_sq)
+            inv_tau = 0.0
             kernel = csr_pass
         else:
-            centroids = DenseCentroids(centers.astype(X.dtype), c_sq,
-                                       first_equal_rows(centers, c_sq))
-            pass_spec = PassSpec(kind, tau, alpha, dense_inverse(tau, X.dtype), with_sums,
-                                 out_mode)
+            centroids = (centers.astype(X.dtype), c_sq, first_equal_rows(centers, c_sq))
+            inv_tau = dense_inverse(tau, X.dtype)
             kernel = dense_pass
         with one_blas_thread() if n_threads > 1 else nullcontext():
-            run_in_threads(kernel, n_slots, n_threads, data, centroids, pass_spec, layout,
-                           outputs, accumulators)
+            run_in_threads(kernel, n_slots, n_threads, data, centroids,
+                           (kind, tau, alpha, inv_tau, with_sums, out_mode), layout,
+                           (labels, margins, dmin, out), accumulators)
         # the slots in slot order: the same sums whatever the number of threads
-        if n_slots == 1:
-            sums, masses, scalars = sums[0, :k], masses[0, :k], scalars[0, :3]
-        else:
-            sums, masses, scalars = (sums[:, :k].sum(axis=0), masses[:, :k].sum(axis=0),
-                                     scalars[:, :3].sum(axis=0))
+        sums, masses, scalars = accumulators
+        if n_slots > 1:
+            add_up_slots(sums, masses, scalars, k)
+        sums, masses, scalars = sums[0, :k], masses[0, :k], scalars[0, :3]
         if self._weight_scale != 1.0:
             sums, masses, scalars = (a * self._weight_scale for a in (sums, masses, scalars))
         return sums, masses, scalars, labels, margins, dmin
 
     def _layout(self, n_clusters, n_features):
-        """``(n_slots, n_threads, PassLayout)`` of a pass with centroids of this shape
-        (:meth:`_slots`, :func:`.layout.pass_layout`), made once per shape."""
+        """``(n_slots, n_threads, layout)`` of a pass with centroids of this shape, made once
+        per shape (:meth:`_slots`, :func:`.layout.pass_layout`); ``layout`` is a tuple of the
+        fields of :data:`.kernels.PassLayout`."""
         key = (n_clusters, n_features)
         if key not in self._layouts:
             n_slots, slot_chunks, rows = self._slots(n_clusters, n_features)
             n_threads = min(self._threads, 1 + self._work(n_clusters) // WORK_PER_THREAD)
             if sp.issparse(self.X):
-                layout = PassLayout(rows, slot_chunks, n_clusters, False)
+                layout = (rows, slot_chunks, n_clusters, False)
             else:
                 chunk, step, transposes = pass_layout(n_clusters, n_features, self.X.dtype,
                                                       blocked_products())
-                layout = PassLayout(chunk, slot_chunks, step, transposes)
+                layout = (chunk, slot_chunks, step, transposes)
             self._layouts[key] = n_slots, n_threads, layout
         return self._layouts[key]
 
     def _kernel_inputs(self):
-        """What the pass kernels read of X (:class:`.kernels.DenseData` or ``CsrData``)."""
+        """What the pass kernels read of X: a tuple of :data:`.kernels.DenseData`'s or
+        ``CsrData``'s fields."""
         if self._data is None:
             if sp.issparse(self.X):
-                self._data = CsrData(*self._csr_arrays, self._kernel_weights, self.x_sq)
+                self._data = (*self._csr_arrays, self._kernel_weights, self.x_sq)
             else:
                 shift, x_sq = self._kernel_data()
-                self._data = DenseData(self.X, shift, self._kernel_weights, x_sq)
+                self._data = (self.X, shift, self._kernel_weights, x_sq)
         return self._data
 
     def estep(self, centers, spec, with_sums=True):

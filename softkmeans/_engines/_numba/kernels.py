@@ -80,7 +80,7 @@ __all__ = ["DENSE_FRACTION", "IN_PLACE_ROWS", "LEAD_IN_PRODUCT_MIN", "MULTIPLY_A
            "SPARSE_SAMPLE", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "OUT_FARTHEST",
            "DenseData", "CsrData", "DenseCentroids",
            "CsrCentroids", "PassSpec", "PassLayout", "RowOutputs", "SlotSums", "dense_inverse",
-           "dense_pass", "csr_pass", "dense_row_sq_norms"]
+           "dense_pass", "csr_pass", "dense_row_sq_norms", "add_up_slots"]
 
 #: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
 DENSE_FRACTION = 4
@@ -94,8 +94,10 @@ OUT_NONE, OUT_RESP, OUT_DIST, OUT_GAP, OUT_FARTHEST = 0, 1, 2, 3, 4
 _JIT = JIT_OPTIONS
 _INNER = INNER_JIT_OPTIONS
 
-# The arguments of a pass, grouped (numba takes a namedtuple as one argument and unpacks it
-# for free). Arrays the kernels only read are read-only views (see the engine).
+# The arguments of a pass, grouped. The engine passes plain tuples in these fields' order
+# (numba's dispatcher types a plain tuple several times faster than a namedtuple) and the
+# kernels name them again, for free. Arrays the kernels only read are read-only views (see
+# the engine).
 
 #: Dense data: ``X`` (C-contiguous), the ``shift`` subtracted before the cross term (dtype of
 #: X; empty for none), each row's ``weights`` and squared norm ``x_sq`` (of the shifted row;
@@ -628,6 +630,7 @@ def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start,
     blocks of ``step`` centroids (``k`` for one call each), the cross term on
     the transposed chunk if ``transposes``: see :func:`.layout.pass_layout`.
     """
+    spec, outputs, accumulators = PassSpec(*spec), RowOutputs(*outputs), SlotSums(*accumulators)
     X, shift, weights, x_sq = data
     centers, c_sq, twins = centroids
     kind, tau, alpha, inv_tau, with_sums, out_mode = spec
@@ -748,6 +751,19 @@ def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start,
 
 
 @njit(**_JIT)
+def add_up_slots(sums, masses, scalars, n_clusters):
+    """Add every slot's statistics into slot 0's, in slot order: ``sums[0, :n_clusters]``,
+    ``masses[0, :n_clusters]`` and ``scalars[0, :3]`` become the sums over the first axis
+    (the same bits as numpy's sums along it). Returns nothing: a returned array is boxed
+    with Python calls, where an interrupt would leave an exception set behind the result."""
+    k = n_clusters
+    for s in range(1, sums.shape[0]):
+        sums[0, :k] += sums[s, :k]
+        masses[0, :k] += masses[s, :k]
+        scalars[0, :3] += scalars[s, :3]
+
+
+@njit(**_JIT)
 def dense_row_sq_norms(X, shift, out, n_parts, part_start, part_stop):
     """``||x_i - shift||^2`` of parts ``part_start`` to ``part_stop`` of ``n_parts`` blocks of
     rows, in float64 without copying X.
@@ -772,11 +788,11 @@ def csr_pass(csr, centroids, spec, layout, outputs, accumulators, slot_start, sl
     (its ``step`` and ``transposes`` unused); ``centroids`` are
     :data:`CsrCentroids` and products are accumulated in float64.
     """
+    outputs, accumulators = RowOutputs(*outputs), SlotSums(*accumulators)
     data, indices, indptr, weights, x_sq = csr
     centers_t, c_sq = centroids
-    kind, tau, alpha = spec.kind, spec.tau, spec.alpha
-    with_sums, out_mode = spec.with_sums, spec.out_mode
-    rows, slot_chunks = layout.chunk, layout.slot_chunks
+    kind, tau, alpha, _, with_sums, out_mode = spec
+    rows, slot_chunks, _, _ = layout
     out = outputs.out
     n = indptr.shape[0] - 1
     k = centers_t.shape[1]
