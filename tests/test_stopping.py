@@ -10,8 +10,9 @@ from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 
 from softkmeans import EntmaxKMeans, SoftKMeans
-from softkmeans._core.optimize import StoppingRule, alternating, squarem_point
+from softkmeans._core.optimize import StoppingRule, alternating
 from softkmeans._core.responsibilities import RelaxationSpec
+from softkmeans._core.update_loops import NO_ORIGIN, extrapolate
 from softkmeans._engines import get_engine
 
 
@@ -50,8 +51,16 @@ def test_squarem_lands_on_the_fixed_point_of_a_linear_contraction():
     first = np.array([[5.0, 4.0], [-1.0, 2.0]])
     second = target + 0.5 * (first - target)
     third = target + 0.5 * (second - target)
-    np.testing.assert_allclose(squarem_point(first, second, third), target, atol=1e-12)
-    assert squarem_point(first, first, first) is first  # nothing moved: the plain update
+    point = np.empty_like(first)
+    largest = extrapolate(first, second, third, 16.0, NO_ORIGIN, False, point)
+    np.testing.assert_allclose(point, target, atol=1e-12)
+    assert largest == pytest.approx(max(np.sum(target**2, axis=1)))
+    origin = np.array([1.0, 1.0])
+    assert extrapolate(first, first, first, 16.0, origin, False, point) == np.max(
+        np.sum((first - origin) ** 2, axis=1))
+    np.testing.assert_array_equal(point, first)  # nothing moved: the plain update
+    extrapolate(first + 1e-9, second, third, 16.0, NO_ORIGIN, True, point)
+    np.testing.assert_array_equal(point, point.astype(np.float32))  # rounded as stored
 
 
 @settings(max_examples=25, deadline=None)

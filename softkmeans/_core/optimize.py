@@ -21,6 +21,7 @@ import numpy as np
 from .progress import Progress
 from .reassignment import abandoned, relocate
 from .responsibilities import HARD, SIGMA_MAX, SIGMA_MIN, RelaxationSpec
+from .update_loops import NO_ORIGIN, extrapolate, update_terms
 
 __all__ = ["RunResult", "StoppingRule", "Trajectory", "alternating", "gradient_descent", "anneal",
            "relative_step", "shared_variance", "mixture_variance", "weighted_means", "gradient"]
@@ -167,21 +168,27 @@ def _weighted_row_norms(engine):
     return largest, float(relative.sum()), float(relative @ engine.distance_norms())
 
 
-def _objective_noise(engine, stats, centers, row_norms):
-    """Rounding a pass's objective at ``centers`` can carry: about that of its terms' sizes.
+def _largest_sq_norm(engine, centers):
+    """``max_j ||mu_j - shift||^2``, about the engine's distance shift (see
+    :func:`_objective_noise`)."""
+    shift = engine.distance_shift
+    shifted = centers if shift is None else centers - shift
+    return float(np.einsum("ij,ij->i", shifted, shifted).max(initial=0.0))
+
+
+def _objective_noise(engine, stats, centers_sq, row_norms):
+    """Rounding a pass's objective can carry: about that of its terms' sizes.
 
     Each row's squared distances come from ``||x||^2 - 2 x.mu + ||mu||^2``, off
     by a few unit roundoffs of ``||x||^2 + ||mu||^2`` (of the points the engine
     forms them from: shifted, for data far from the origin), and its
     relaxation term (``F - J`` over the rows) by a few of its own size.
-    ``row_norms`` is :func:`_weighted_row_norms` of the engine.
+    ``centers_sq`` is :func:`_largest_sq_norm` of the pass's centroids,
+    ``row_norms`` :func:`_weighted_row_norms` of the engine.
     """
     largest, total, norms = row_norms
     if largest == 0.0:
         return 0.0
-    shift = engine.distance_shift
-    shifted = centers if shift is None else centers - shift
-    centers_sq = float(np.einsum("ij,ij->i", shifted, shifted).max(initial=0.0))
     sizes = largest * (norms + total * centers_sq) + abs(stats.objective) + abs(stats.inertia)
     return _NOISE_ROUNDOFFS * engine.unit_roundoff * sizes
 
@@ -195,7 +202,7 @@ def _report_end(progress, n_iter, converged, strict, max_iter):
         progress.say(f"Stopped at max_iter={max_iter} before converging")
 
 
-def shared_variance(engine, stats, row_norms=None, means=None):
+def shared_variance(engine, stats, row_norms=None):
     """``sigma^2`` of the isotropic mixture's M-step: ``D / (d W)`` at the weighted means.
 
     ``D = sum_i w_i sum_j r_ij ||x_i - s_j / m_j||^2``, from the pass's
@@ -203,24 +210,22 @@ def shared_variance(engine, stats, row_norms=None, means=None):
     distance shift, so that data far from the origin keep their digits):
     ``D = sum_i w_i ||x_i - c||^2 - sum_j m_j ||s_j / m_j - c||^2``
     (:func:`mixture_variance`). ``row_norms`` is :func:`_weighted_row_norms` of
-    the engine, which a run computes once; ``means`` the weighted means where the caller
-    has them (every mass positive).
+    the engine, which a run computes once.
     """
     _, total, spread = _weighted_row_norms(engine) if row_norms is None else row_norms
     return mixture_variance(stats.sums, stats.masses, total, spread, engine.distance_shift,
-                            engine.X.shape[1], engine.unit_roundoff, means)
+                            engine.X.shape[1], engine.unit_roundoff)
 
 
-def mixture_variance(sums, masses, total, spread, origin, n_features, unit_roundoff,
-                     means=None):
+def mixture_variance(sums, masses, total, spread, origin, n_features, unit_roundoff):
     """The shared variance per feature of observations around their weighted means.
 
     ``(spread - sum_j m_j ||s_j / m_j - c||^2) / (d W)``, where ``spread`` is
     ``sum_i w_i ||x_i - c||^2`` and ``total`` is ``W = sum_i w_i`` (in any unit
     of the weights: the masses are brought to it), ``c`` the point ``origin``
-    (None: the origin). Returns 0 where the rows sit on the means: below the
-    rounding of that difference, ``(d + 2)`` unit roundoffs of the arithmetic
-    times the spread.
+    (None: the origin), the sum over the centroids with mass
+    (:func:`~softkmeans._core.update_loops.update_terms`, then
+    :func:`_residual_variance`).
 
     Parameters
     ----------
@@ -232,32 +237,36 @@ def mixture_variance(sums, masses, total, spread, origin, n_features, unit_round
     origin : ndarray of shape (n_features,) or None
     n_features : int
     unit_roundoff : float
-    means : ndarray of shape (n_clusters, n_features), default=None
-        ``sums / masses`` where the caller has it, every mass positive.
 
     Returns
     -------
     float
     """
-    if means is None:
-        if not masses.min() > 0:
-            full = masses > 0
-            sums, masses = sums[full], masses[full]
-        means = sums / masses[:, None]
-    if origin is not None:
-        means = means - origin
-    masses = masses * (total / float(masses.sum()))
-    explained = float(masses @ np.einsum("ij,ij->i", means, means))
+    sums = np.ascontiguousarray(sums, dtype=np.float64)
+    means = np.empty_like(sums)
+    explained = update_terms(sums, np.ascontiguousarray(masses, dtype=np.float64), sums, sums,
+                             _origin(origin), float(total), False, means)[1]
+    return _residual_variance(explained, total, spread, n_features, unit_roundoff)
+
+
+def _origin(point):
+    """A point as :mod:`.update_loops` takes it (float64; empty for the origin)."""
+    return NO_ORIGIN if point is None else np.ascontiguousarray(point, dtype=np.float64)
+
+
+def _residual_variance(explained, total, spread, n_features, unit_roundoff):
+    """``(spread - explained) / (d W)`` (:func:`mixture_variance`), or 0 where the rows sit
+    on the means: below the rounding of that difference, ``(d + 2)`` unit roundoffs of the
+    arithmetic times the spread."""
     residual = spread - explained
     if not residual > (n_features + 2) * unit_roundoff * spread:
         return 0.0
     return residual / (n_features * total)
 
 
-def _with_shared_variance(engine, stats, spec, shrink, row_norms=None, means=None):
-    """``spec`` at ``shrink`` times the deviation :func:`shared_variance` gives (unchanged
-    where it is 0)."""
-    variance = shared_variance(engine, stats, row_norms, means)
+def _at_variance(spec, shrink, variance):
+    """``spec`` at ``shrink`` times the deviation ``sqrt(variance)`` (unchanged where the
+    variance is 0)."""
     if not variance > 0:
         return spec
     sigma = shrink * math.sqrt(variance)
@@ -286,11 +295,12 @@ class StoppingRule:
     entmax fit) stops by Lloyd's rules alone, so that such a fit stops where
     ``KMeans`` does. With ``accelerate``, while the passes are soft
     (:data:`_SMOOTH_GAP`), every other update is a SQUAREM extrapolation of the
-    last three iterates (:func:`squarem_point`), kept only where its per-sample
-    score is no worse than that of the point it leaves: the objective at a fixed
-    temperature never increases. ``kind="relative"`` is the paper's rule
-    (Sec. 7.1): ``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <= tol`` (with the
-    relative change of ``sigma`` where it is fitted), without extrapolation.
+    last three iterates (:func:`~softkmeans._core.update_loops.extrapolate`), kept
+    only where its per-sample score is no worse than that of the point it leaves:
+    the objective at a fixed temperature never increases. ``kind="relative"`` is
+    the paper's rule (Sec. 7.1): ``||mu_{t+1} - mu_t||_F / max(1, ||mu_t||_F) <=
+    tol`` (with the relative change of ``sigma`` where it is fitted), without
+    extrapolation.
     """
 
     tol: float
@@ -320,14 +330,14 @@ class _RelativeTest:
     tol: float
     strict: bool = False
 
-    def step(self, new, centers, old_sigma, new_sigma):
+    def step(self, new, centers, old_sigma, new_sigma, shift=None):
         """``(step, small)``: the update's relative step and whether it is within tol."""
         step = relative_step(new, centers)
         if new_sigma != old_sigma:
             step = max(step, abs(new_sigma - old_sigma) / old_sigma)
         return step, step <= self.tol
 
-    def settled(self, old_score, new_score, new_stats, new_spec, centers):
+    def settled(self, old_score, new_score, new_stats, new_spec, centers_sq):
         """Whether the objective says the run has converged (never, for this rule)."""
         return False
 
@@ -341,21 +351,24 @@ class _KMeansTest:
     engine: object
     strict: bool = True
 
-    def step(self, new, centers, old_sigma, new_sigma):
-        """``(squared shift, small)``, the shift including the change of ``sigma^2``."""
-        shift = float(((new - centers) ** 2).sum())
+    def step(self, new, centers, old_sigma, new_sigma, shift=None):
+        """``(squared shift, small)``, the shift including the change of ``sigma^2``;
+        ``shift`` is ``||new - centers||_F^2`` where the caller has it."""
+        if shift is None:
+            shift = float(((new - centers) ** 2).sum())
         small = shift <= self.shift_tol
         if new_sigma != old_sigma:
             small = small and abs(new_sigma**2 - old_sigma**2) <= self.shift_tol
         return shift, small
 
-    def settled(self, old_score, new_score, new_stats, new_spec, centers):
+    def settled(self, old_score, new_score, new_stats, new_spec, centers_sq):
         """Whether a soft pass changed the per-sample score (:class:`_Scores`) by no more
-        than its rounding (never at ``tol=0``, which runs to a fixed point)."""
+        than its rounding (never at ``tol=0``, which runs to a fixed point); ``centers_sq``
+        is :func:`_largest_sq_norm` of the pass's centroids."""
         if self.shift_tol == 0 or new_spec.kind == "hard" or not new_stats.gap > 0:
             return False
         change = new_score() - old_score()
-        noise = _objective_noise(self.engine, new_stats, centers, self.row_norms)
+        noise = _objective_noise(self.engine, new_stats, centers_sq, self.row_norms)
         resolution = noise / (_NOISE_ROUNDOFFS * new_spec.tau * float(new_stats.masses.sum()))
         return abs(change) <= resolution
 
@@ -456,20 +469,24 @@ def _alternate(engine, centers, spec, *, max_iter, tol, empty, record_path, verb
     needs_norms = fit_sigma is not None or rule.kind != "relative"
     row_norms = _weighted_row_norms(engine) if needs_norms else None
     test = rule.bind(engine, stats, row_norms)
-    d = engine.X.shape[1]
+    d, unit_roundoff = engine.X.shape[1], engine.unit_roundoff
+    _, total, spread = row_norms or (None, 0.0, 0.0)
+    origin, to_float32 = _origin(engine.distance_shift), np.dtype(dtype) == np.float32
     before = None  # the centroids whose plain update gave ``centers``, while there are some
     strict = False  # whether the run ends at an exact fixed point
     score = _Scores(stats, spec, d)
     while n_iter < max_iter:
         n_iter += 1  # one per pass: a rejected extrapolation's pass counts as an update
-        means = weighted_means(stats, centers)
-        all_held = stats.masses.min() > 0
-        new = _reseed_empty(means, stats, engine, reseeded, parked) if empty == "reseed" else means
-        new = _stored(new, dtype)
+        # a centroid without mass stays, or moves onto a far observation
+        fallback = (_reseed_empty(centers.copy(), stats, engine, reseeded, parked)
+                    if empty == "reseed" else centers)
+        new = np.empty_like(centers)
+        smallest, explained, shift, centers_sq = update_terms(
+            stats.sums, stats.masses, fallback, centers, origin, total, to_float32, new)
         old_spec = spec
         if fit_sigma is not None:
-            spec = _with_shared_variance(engine, stats, spec, fit_sigma, row_norms,
-                                         means if all_held else None)
+            spec = _at_variance(spec, fit_sigma, _residual_variance(explained, total, spread, d,
+                                                                    unit_roundoff))
         if test.strict and spec == old_spec and np.array_equal(new, centers):
             # a fixed point: the assignments repeat, the pass would too
             if path is not None:
@@ -477,24 +494,26 @@ def _alternate(engine, centers, spec, *, max_iter, tol, empty, record_path, verb
             progress.iteration(n_iter, stats, spec, 0.0)
             done = strict = True
         else:
-            step, small = test.step(new, centers, old_spec.sigma, spec.sigma)
+            step, small = test.step(new, centers, old_spec.sigma, spec.sigma, shift)
             plain, new_stats = new, None  # the plain update, which the path's bound measures
             if (rule.accelerate and before is not None and not small and n_iter < max_iter
-                    and stats.gap > _SMOOTH_GAP * stats.inertia and all_held):
+                    and stats.gap > _SMOOTH_GAP * stats.inertia and smallest > 0):
                 # three successive plain iterates (no centroid reseeded or kept without
                 # mass): extrapolate, keep the point if it scores no worse than ``centers``
-                jump = _stored(squarem_point(before, centers, new), dtype)
+                jump = np.empty_like(centers)
+                jump_sq = extrapolate(before, centers, new, _SQUAREM_MAX_STEP, origin,
+                                      to_float32, jump)
                 jump_stats = engine.estep(jump, spec)
                 jump_score = _Scores(jump_stats, spec, d)
                 if jump_score() <= score():
-                    new, new_stats, new_score = jump, jump_stats, jump_score
+                    new, new_stats, new_score, centers_sq = jump, jump_stats, jump_score, jump_sq
                 else:
                     n_iter += 1
             before = centers if new_stats is None else None
             if new_stats is None:
                 new_stats = engine.estep(new, spec)
                 new_score = _Scores(new_stats, spec, d)
-            done = small or test.settled(score, new_score, new_stats, spec, new)
+            done = small or test.settled(score, new_score, new_stats, spec, centers_sq)
             if path is not None:
                 changes = int(np.count_nonzero(new_stats.labels != stats.labels))
                 bound = float(stats.masses @ np.sum((plain - centers) ** 2, axis=1))
@@ -549,31 +568,9 @@ def _relocated(engine, run, reassign, max_iter, **options):
 #: smooth and worth extrapolating; below it the update is Lloyd's up to rounding, and
 #: extrapolating its jumps would leave the path that the small-temperature theory follows.
 _SMOOTH_GAP = 1e-6
-#: The longest extrapolation :func:`squarem_point` takes, in steps of the plain update.
+#: The longest extrapolation (:func:`~softkmeans._core.update_loops.extrapolate`), in steps
+#: of the plain update.
 _SQUAREM_MAX_STEP = 16.0
-
-
-def _frobenius(a):
-    """``||a||_F`` as :func:`numpy.linalg.norm` computes it, without its dispatch."""
-    flat = a.ravel()
-    return math.sqrt(float(flat @ flat))
-
-
-def squarem_point(first, second, third):
-    """The SQUAREM extrapolation of three successive iterates of a fixed-point map.
-
-    With ``r = second - first`` and ``v = third - 2 second + first``, the point
-    ``first - 2 a r + a^2 v`` at ``a = -||r|| / ||v||`` (Varadhan and Roland's
-    third scheme), ``a`` held in ``[-_SQUAREM_MAX_STEP, -1]``; ``a = -1`` gives
-    ``third``, the plain update.
-    """
-    r = second - first
-    v = third - second - r
-    r_norm, v_norm = _frobenius(r), _frobenius(v)
-    if not v_norm > 0:
-        return third
-    a = -min(max(r_norm / v_norm, 1.0), _SQUAREM_MAX_STEP)
-    return first - 2.0 * a * r + a * a * v
 
 
 def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False, verbose=0,
@@ -617,7 +614,7 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     for n_iter in range(1, max_iter + 1):
         direction = gradient(stats, centers) / scale
         direction_sq = float(np.sum(direction * direction))
-        noise = _objective_noise(engine, stats, centers, row_norms)
+        noise = _objective_noise(engine, stats, _largest_sq_norm(engine, centers), row_norms)
         rate *= 2.0
         for _ in range(_MAX_HALVINGS):
             new = centers - rate * direction

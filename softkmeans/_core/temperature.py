@@ -5,7 +5,6 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, eigsh
-from sklearn.utils.extmath import row_norms
 
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .row_blocks import float64_blocks, row_slices
@@ -222,8 +221,11 @@ def lambda_max_floor(sums, masses):
     total = masses.sum()
     mean = masses @ means / total
     centred = means - mean
-    slack = _SUMS_ROUNDING * (row_norms(means) + math.sqrt(float(mean @ mean)))
-    apart = np.maximum(row_norms(centred) - slack, 0.0)
+    # the rows' norms as scikit-learn's row_norms computes them, without its dispatch over
+    # array namespaces (most of its cost on k rows)
+    slack = _SUMS_ROUNDING * (np.sqrt(np.einsum("ij,ij->i", means, means))
+                              + math.sqrt(float(mean @ mean)))
+    apart = np.maximum(np.sqrt(np.einsum("ij,ij->i", centred, centred)) - slack, 0.0)
     floor = float(masses @ apart**2 / total / rank)
     return floor if np.isfinite(floor) else 0.0
 

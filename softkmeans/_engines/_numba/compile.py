@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from ..._core.hartigan_loops import compile_local_search
 from ..._core.prior_loops import compile_prior_pass
 from ..._core.responsibilities import RelaxationSpec
+from ..._core.update_loops import compile_update_loops
 from .engine import NumbaEngine
 from .kernels import add_up_slots
 
@@ -57,8 +58,9 @@ def compile_kernels(file=None):
     """Compile every kernel a fit can call, or load it from numba's on-disk cache.
 
     Every input kind (dense and CSR, float32 and float64) in turn; with dense
-    float64, the annealing's own kernels (they see dense float64 rows of any
-    input). A fit compiles the kernels of its input kind on its first pass
+    float64, those that every kind shares (the sum of a pass's slots, the
+    update's arithmetic) and the annealing's own kernels (they see dense
+    float64 rows of any input). A fit compiles the kernels of its input kind on its first pass
     anyway (seconds, once per installation: later processes load them from the
     cache in a fraction of a second); running this (``python -m softkmeans compile``)
     beforehand, for example when building a container image or a CI cache,
@@ -88,9 +90,10 @@ def compile_kernels(file=None):
         for dtype in ("float32", "float64"):
             start = time.perf_counter()
             _build_kernels((layout, dtype, "int32"))
-            if (layout, dtype) == ("dense", "float64"):
-                add_up_slots(np.zeros((2, 1, 1)), np.zeros((2, 1)), np.zeros((2, 3)), 1)  # any
-                compile_local_search()  # the annealing's own kernels
+            if (layout, dtype) == ("dense", "float64"):  # the kernels of every input kind
+                add_up_slots(np.zeros((2, 1, 1)), np.zeros((2, 1)), np.zeros((2, 3)), 1)
+                compile_update_loops()
+                compile_local_search()  # and the annealing's own
                 compile_prior_pass()
             seconds[layout, dtype] = time.perf_counter() - start
             if file is not None:

@@ -756,11 +756,13 @@ def add_up_slots(sums, masses, scalars, n_clusters):
     ``masses[0, :n_clusters]`` and ``scalars[0, :3]`` become the sums over the first axis
     (the same bits as numpy's sums along it). Returns nothing: a returned array is boxed
     with Python calls, where an interrupt would leave an exception set behind the result."""
-    k = n_clusters
-    for s in range(1, sums.shape[0]):
-        sums[0, :k] += sums[s, :k]
-        masses[0, :k] += masses[s, :k]
-        scalars[0, :3] += scalars[s, :3]
+    for s in range(1, sums.shape[0]):  # loops: array expressions compile far longer
+        for j in range(n_clusters):
+            for f in range(sums.shape[2]):
+                sums[0, j, f] += sums[s, j, f]
+            masses[0, j] += masses[s, j]
+        for t in range(3):
+            scalars[0, t] += scalars[s, t]
 
 
 @njit(**_JIT)

@@ -1,0 +1,123 @@
+"""Compiled arithmetic of the alternating update (:mod:`softkmeans._core.optimize`).
+
+An update works on ``k x d`` values: the weighted means, the shared variance,
+the centroids' step and their distance from the data, and every other update a
+SQUAREM extrapolation. Done by numpy, that is a dozen calls, each of which costs
+far more than its arithmetic once a pass over the data has pushed numpy's code
+out of the processor's caches; here it is one compiled call per update. The
+functions return floats only: a returned array would be boxed by Python calls,
+during which an interrupt leaves an exception set behind the result.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .._jit import JIT_OPTIONS
+
+__all__ = ["NO_ORIGIN", "compile_update_loops", "extrapolate", "update_terms"]
+
+#: ``origin`` for the origin itself.
+NO_ORIGIN = np.empty(0)
+
+
+@njit(**JIT_OPTIONS)
+def update_terms(sums, masses, fallback, centers, origin, total, to_float32, new):
+    """The closed-form update of ``centers`` from one pass's statistics, and its terms.
+
+    ``new[j] = sums[j] / masses[j]``, or ``fallback[j]`` where ``masses[j]`` is
+    not positive, rounded to float32 when ``to_float32``. All arrays are
+    float64; ``origin`` is a point ``c`` (empty: the origin).
+
+    Returns
+    -------
+    smallest : float
+        The smallest mass.
+    explained : float
+        ``sum_j m_j ||sums_j / m_j - c||^2`` over the centroids with mass, the
+        unrounded means, each mass brought to the unit of ``total``
+        (``m_j total / sum_l m_l``): the scatter of the means
+        (:func:`~softkmeans._core.optimize.mixture_variance`).
+    step : float
+        ``||new - centers||_F^2``.
+    largest : float
+        ``max_j ||new_j - c||^2``.
+    """
+    k, d = sums.shape
+    shifted = origin.shape[0] > 0
+    smallest, held = np.inf, 0.0
+    for j in range(k):
+        smallest = min(smallest, masses[j])
+        held += masses[j] if masses[j] > 0 else 0.0
+    ratio = total / held if held > 0 else 0.0
+    explained, step, largest = 0.0, 0.0, 0.0
+    for j in range(k):
+        mass = masses[j]
+        spread, norm = 0.0, 0.0
+        for f in range(d):
+            c = origin[f] if shifted else 0.0
+            if mass > 0:
+                value = sums[j, f] / mass
+                spread += (value - c) * (value - c)
+            else:
+                value = fallback[j, f]
+            if to_float32:
+                value = np.float64(np.float32(value))
+            new[j, f] = value
+            step += (value - centers[j, f]) * (value - centers[j, f])
+            norm += (value - c) * (value - c)
+        if mass > 0:
+            explained += mass * ratio * spread
+        largest = max(largest, norm)
+    return smallest, explained, step, largest
+
+
+@njit(**JIT_OPTIONS)
+def extrapolate(first, second, third, max_step, origin, to_float32, point):
+    """The SQUAREM extrapolation of three successive iterates of a fixed-point map.
+
+    With ``r = second - first`` and ``v = third - 2 second + first``, ``point``
+    becomes ``first - 2 a r + a^2 v`` at ``a = -||r|| / ||v||`` (Varadhan and
+    Roland's third scheme), ``a`` held in ``[-max_step, -1]`` (``a = -1``
+    gives ``third``, the plain update; so does ``v = 0``), rounded to float32
+    when ``to_float32``. Returns ``max_j ||point_j - c||^2``, ``c`` the point
+    ``origin`` (empty: the origin).
+    """
+    k, d = first.shape
+    r_sq, v_sq = 0.0, 0.0
+    for j in range(k):
+        for f in range(d):
+            r = second[j, f] - first[j, f]
+            v = third[j, f] - second[j, f] - r
+            r_sq += r * r
+            v_sq += v * v
+    a = -1.0
+    if v_sq > 0:
+        a = -min(max(math.sqrt(r_sq) / math.sqrt(v_sq), 1.0), max_step)
+    shifted = origin.shape[0] > 0
+    largest = 0.0
+    for j in range(k):
+        norm = 0.0
+        for f in range(d):
+            if v_sq > 0:
+                r = second[j, f] - first[j, f]
+                v = third[j, f] - second[j, f] - r
+                value = first[j, f] - 2.0 * a * r + a * a * v
+            else:
+                value = third[j, f]
+            if to_float32:
+                value = np.float64(np.float32(value))
+            point[j, f] = value
+            c = origin[f] if shifted else 0.0
+            norm += (value - c) * (value - c)
+        largest = max(largest, norm)
+    return largest
+
+
+def compile_update_loops():
+    """Compile, or load from numba's cache, the update's arithmetic."""
+    centers = np.ones((2, 3))
+    new = np.empty_like(centers)
+    update_terms(centers, np.ones(2), centers, centers, NO_ORIGIN, 1.0, False, new)
+    extrapolate(centers, centers, centers, 16.0, NO_ORIGIN, False, new)
