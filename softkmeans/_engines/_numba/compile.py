@@ -16,7 +16,6 @@ from ..._core.prior_loops import compile_prior_pass
 from ..._core.responsibilities import RelaxationSpec
 from ..._core.update_loops import compile_update_loops
 from .engine import NumbaEngine
-from .kernels import add_up_slots
 
 __all__ = ["compile_kernels", "input_kind"]
 
@@ -58,8 +57,8 @@ def compile_kernels(file=None):
     """Compile every kernel a fit can call, or load it from numba's on-disk cache.
 
     Every input kind (dense and CSR, float32 and float64) in turn; with dense
-    float64, those that every kind shares (the sum of a pass's slots, the
-    update's arithmetic) and the annealing's own kernels (they see dense
+    float64, those that every kind shares (the update's arithmetic) and the
+    annealing's own kernels (they see dense
     float64 rows of any input). A fit compiles the kernels of its input kind on its first pass
     anyway (seconds, once per installation: later processes load them from the
     cache in a fraction of a second); running this (``python -m softkmeans compile``)
@@ -91,7 +90,6 @@ def compile_kernels(file=None):
             start = time.perf_counter()
             _build_kernels((layout, dtype, "int32"))
             if (layout, dtype) == ("dense", "float64"):  # the kernels of every input kind
-                add_up_slots(np.zeros((2, 1, 1)), np.zeros((2, 1)), np.zeros((2, 3)), 1)
                 compile_update_loops()
                 compile_local_search()  # and the annealing's own
                 compile_prior_pass()

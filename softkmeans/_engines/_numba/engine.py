@@ -52,6 +52,7 @@ from .kernels import (
     dense_inverse,
     dense_pass,
     dense_row_sq_norms,
+    shift_centroids,
 )
 from .layout import blocked_products, chunk_rows, pass_layout
 from .rows import KINDS
@@ -204,14 +205,6 @@ class NumbaEngine(InMemorySteps):
         x = self.X[i]
         return np.asarray(x.toarray() if sp.issparse(x) else x, dtype=np.float64).ravel()
 
-    def _shifted_centers(self, centers):
-        """``(centers, c_sq)`` as the kernels take them: float64, shifted like X, and their
-        squared norms."""
-        centers = np.asarray(centers, dtype=np.float64)
-        if self._shift is not None:
-            centers = centers - self._shift
-        return centers, np.einsum("ij,ij->i", centers, centers)
-
     def _reference(self):
         """The reference engine on the same data (made once), for the float64 distances of a
         few centroids (:meth:`_sum_exactly`, ``sq_distances`` of float32 data)."""
@@ -246,30 +239,38 @@ class NumbaEngine(InMemorySteps):
         return (*slot_layout(n_chunks, accumulator, self._work(n_clusters)), rows)
 
     def _pass(self, centers, spec, with_sums, out_mode=OUT_NONE, out=_NO_OUT):
-        """Run one kernel pass; returns (sums, masses, scalars, labels, margins, dmin).
+        """Run one kernel pass; returns ``(sums, masses, (objective, inertia, gap), smallest
+        mass, labels, margins, dmin)``.
 
         A pass on several threads holds BLAS at one thread (:func:`.._blas.one_blas_thread`),
         each of them calling it; a pass on the calling thread alone calls BLAS as numpy does.
         ``OUT_FARTHEST`` takes an ``out`` of ``n_slots`` rows (:meth:`_slots`).
         """
-        centers, c_sq = self._shifted_centers(centers)
+        centers = np.asarray(centers, dtype=np.float64)
         n = self.n_samples
         X = self.X
+        sparse = self._csr_arrays is not None
         labels = np.empty(n, dtype=np.int32)
         margins = np.empty(n)
         dmin = np.empty(n)
         k, n_features = centers.shape
+        # the centroids shifted like X, in its dtype (float64 for CSR X), and their float64
+        # squared norms
+        shifted, c_sq = np.empty((k, n_features), np.float64 if sparse else X.dtype), np.empty(k)
+        shift_centroids(centers, _NO_SHIFT if self._shift is None else self._shift, shifted,
+                        c_sq)
         n_slots, n_threads, layout = self._layout(k, n_features)
         accumulators = _accumulators(n_slots, k, n_features)
         kind, tau, alpha = KINDS[spec.kind], spec.tau, float(spec.alpha)
         data = self._kernel_inputs()
         # plain tuples in the fields' order of the kernels' namedtuples (see .kernels)
-        if self._csr_arrays is not None:
-            centroids = (np.ascontiguousarray(centers.T), c_sq)
+        if sparse:
+            centroids = (np.ascontiguousarray(shifted.T), c_sq)
             inv_tau = 0.0
             kernel = csr_pass
         else:
-            centroids = (centers.astype(X.dtype), c_sq, first_equal_rows(centers, c_sq))
+            unrounded = centers if self._shift is None else centers - self._shift
+            centroids = (shifted, c_sq, first_equal_rows(unrounded, c_sq))
             inv_tau = dense_inverse(tau, X.dtype)
             kernel = dense_pass
         with one_blas_thread() if n_threads > 1 else nullcontext():
@@ -278,12 +279,13 @@ class NumbaEngine(InMemorySteps):
                            (labels, margins, dmin, out), accumulators)
         # the slots in slot order: the same sums whatever the number of threads
         sums, masses, scalars = accumulators
-        if n_slots > 1:
-            add_up_slots(sums, masses, scalars, k)
-        sums, masses, scalars = sums[0, :k], masses[0, :k], scalars[0, :3]
-        if self._weight_scale != 1.0:
-            sums, masses, scalars = (a * self._weight_scale for a in (sums, masses, scalars))
-        return sums, masses, scalars, labels, margins, dmin
+        *totals, smallest = add_up_slots(sums, masses, scalars, k)
+        sums, masses = sums[0, :k], masses[0, :k]
+        scale = self._weight_scale
+        if scale != 1.0:
+            sums, masses, smallest = sums * scale, masses * scale, smallest * scale
+            totals = [value * scale for value in totals]
+        return sums, masses, tuple(totals), smallest, labels, margins, dmin
 
     def _layout(self, n_clusters, n_features):
         """``(n_slots, n_threads, layout)`` of a pass with centroids of this shape, made once
@@ -315,11 +317,11 @@ class NumbaEngine(InMemorySteps):
 
     def estep(self, centers, spec, with_sums=True):
         """One pass (:meth:`softkmeans._engines._contract.Engine.estep`)."""
-        sums, masses, scalars, labels, margins, dmin = self._pass(centers, spec, with_sums)
-        objective, inertia, gap = scalars.tolist()
-        stats = PassStats(sums, masses, objective, inertia, gap, labels, margins, dmin)
+        sums, masses, totals, smallest, labels, margins, dmin = self._pass(centers, spec,
+                                                                           with_sums)
+        stats = PassStats(sums, masses, *totals, labels, margins, dmin)
         light_mass = LIGHT_MASS * self._total_weight
-        if spec.kind == "softmax" and with_sums and masses.min() < light_mass:
+        if spec.kind == "softmax" and with_sums and smallest < light_mass:
             self._sum_exactly(np.asarray(centers, dtype=np.float64),
                               np.flatnonzero(masses < light_mass), spec, stats)
         return stats
@@ -435,5 +437,5 @@ class NumbaEngine(InMemorySteps):
         """``log sum_j exp(-d_ij / (2 sigma^2))`` of every observation."""
         spec = RelaxationSpec("softmax", sigma)
         out = np.empty((self.n_samples, 1))
-        dmin = self._pass(centers, spec, False, OUT_GAP, out)[5]
+        dmin = self._pass(centers, spec, False, OUT_GAP, out)[-1]
         return -dmin / spec.tau + out[:, 0] / spec.tau

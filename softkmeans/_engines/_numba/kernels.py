@@ -80,7 +80,8 @@ __all__ = ["DENSE_FRACTION", "IN_PLACE_ROWS", "LEAD_IN_PRODUCT_MIN", "MULTIPLY_A
            "SPARSE_SAMPLE", "OUT_NONE", "OUT_RESP", "OUT_DIST", "OUT_GAP", "OUT_FARTHEST",
            "DenseData", "CsrData", "DenseCentroids",
            "CsrCentroids", "PassSpec", "PassLayout", "RowOutputs", "SlotSums", "dense_inverse",
-           "dense_pass", "csr_pass", "dense_row_sq_norms", "add_up_slots"]
+           "dense_pass", "csr_pass", "dense_row_sq_norms", "add_up_slots",
+           "shift_centroids"]
 
 #: A chunk's softmax is computed densely when more than ``1/4`` of its rows are not one-hot.
 DENSE_FRACTION = 4
@@ -751,11 +752,30 @@ def dense_pass(data, centroids, spec, layout, outputs, accumulators, slot_start,
 
 
 @njit(**_JIT)
+def shift_centroids(centers, shift, shifted, c_sq):
+    """``shifted = centers - shift`` in the dtype of ``shifted``, and ``c_sq`` the squared
+    norms of the float64 differences (``centers`` and ``shift`` float64; ``shift`` empty for
+    none)."""
+    with_shift = shift.shape[0] > 0
+    for j in range(centers.shape[0]):
+        norm = 0.0
+        for f in range(centers.shape[1]):
+            value = centers[j, f] - (shift[f] if with_shift else 0.0)
+            shifted[j, f] = value
+            norm += value * value
+        c_sq[j] = norm
+
+
+@njit(**_JIT)
 def add_up_slots(sums, masses, scalars, n_clusters):
-    """Add every slot's statistics into slot 0's, in slot order: ``sums[0, :n_clusters]``,
-    ``masses[0, :n_clusters]`` and ``scalars[0, :3]`` become the sums over the first axis
-    (the same bits as numpy's sums along it). Returns nothing: a returned array is boxed
-    with Python calls, where an interrupt would leave an exception set behind the result."""
+    """Add every slot's statistics into slot 0's, in slot order, and read the pass's totals.
+
+    ``sums[0, :n_clusters]``, ``masses[0, :n_clusters]`` and ``scalars[0, :3]``
+    become the sums over the first axis (the same bits as numpy's sums along
+    it). Returns the objective, the inertia, the gap and the smallest mass: floats
+    only, since a returned array is boxed with Python calls, where an interrupt
+    would leave an exception set behind the result.
+    """
     for s in range(1, sums.shape[0]):  # loops: array expressions compile far longer
         for j in range(n_clusters):
             for f in range(sums.shape[2]):
@@ -763,6 +783,10 @@ def add_up_slots(sums, masses, scalars, n_clusters):
             masses[0, j] += masses[s, j]
         for t in range(3):
             scalars[0, t] += scalars[s, t]
+    smallest = np.inf
+    for j in range(n_clusters):
+        smallest = min(smallest, masses[0, j])
+    return scalars[0, 0], scalars[0, 1], scalars[0, 2], smallest
 
 
 @njit(**_JIT)
