@@ -4,11 +4,13 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.spatial import cKDTree
 from sklearn.base import clone
 
 from softkmeans import EntmaxKMeans, SoftKMeans
 from softkmeans._core.reassignment import DUPLICATE, abandoned
 from softkmeans._core.responsibilities import RelaxationSpec
+from softkmeans._core.update_loops import PAIR_WORK
 
 SOFT = RelaxationSpec("softmax", 1.0)
 
@@ -129,6 +131,22 @@ def test_nothing_is_counted_where_nothing_can_move(Estimator):
         on = Estimator(3, sigma=0.5, random_state=0).fit(X)
         assert on.n_reassigned_ == 0 and on.n_iter_ == off.n_iter_
         np.testing.assert_array_equal(on.cluster_centers_, off.cluster_centers_)
+
+
+@pytest.mark.parametrize("k", [5, 40, 300])  # pairs compared at once, and by a tree
+def test_duplicates_are_those_a_tree_finds(k):
+    """Where every pair is compared at once, the duplicates are those of the tree: a pair
+    just inside the radius is one, a pair just outside is not."""
+    assert (k * k * 3 > PAIR_WORK) == (k == 300)
+    radius = np.sqrt(DUPLICATE * SOFT.tau)
+    rng = np.random.default_rng(k)
+    centers = rng.uniform(-100, 100, size=(k, 3))
+    centers[1] = centers[0] + [radius * (1 - 1e-6), 0.0, 0.0]  # inside
+    centers[3] = centers[2] + [radius * (1 + 1e-6), 0.0, 0.0]  # outside
+    pairs = cKDTree(centers).query_pairs(radius, output_type="ndarray")
+    assert pairs.tolist() == [[0, 1]]
+    assert abandoned(np.ones(k), centers, SOFT, 0.0).tolist() == [1]
+    assert abandoned(np.ones(k - 1), np.delete(centers, 1, axis=0), SOFT, 0.0).size == 0
 
 
 def test_the_heavier_duplicate_of_a_pair_may_come_later():

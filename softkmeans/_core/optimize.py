@@ -176,21 +176,22 @@ def _largest_sq_norm(engine, centers):
     return float(np.einsum("ij,ij->i", shifted, shifted).max(initial=0.0))
 
 
-def _objective_noise(engine, stats, centers_sq, row_norms):
+def _objective_noise(unit_roundoff, stats, centers_sq, row_norms):
     """Rounding a pass's objective can carry: about that of its terms' sizes.
 
     Each row's squared distances come from ``||x||^2 - 2 x.mu + ||mu||^2``, off
     by a few unit roundoffs of ``||x||^2 + ||mu||^2`` (of the points the engine
     forms them from: shifted, for data far from the origin), and its
     relaxation term (``F - J`` over the rows) by a few of its own size.
-    ``centers_sq`` is :func:`_largest_sq_norm` of the pass's centroids,
-    ``row_norms`` :func:`_weighted_row_norms` of the engine.
+    ``unit_roundoff`` is the engine's, ``centers_sq`` :func:`_largest_sq_norm`
+    of the pass's centroids, ``row_norms`` :func:`_weighted_row_norms` of the
+    engine.
     """
     largest, total, norms = row_norms
     if largest == 0.0:
         return 0.0
     sizes = largest * (norms + total * centers_sq) + abs(stats.objective) + abs(stats.inertia)
-    return _NOISE_ROUNDOFFS * engine.unit_roundoff * sizes
+    return _NOISE_ROUNDOFFS * unit_roundoff * sizes
 
 
 def _report_end(progress, n_iter, converged, strict, max_iter):
@@ -322,7 +323,7 @@ class StoppingRule:
                                     np.array([stats.masses.sum()]), total, spread,
                                     engine.distance_shift, engine.X.shape[1],
                                     engine.unit_roundoff)
-        return _KMeansTest(self.tol * variance, row_norms, engine)
+        return _KMeansTest(self.tol * variance, row_norms, engine.unit_roundoff)
 
 
 @dataclass(frozen=True)
@@ -348,7 +349,7 @@ class _KMeansTest:
 
     shift_tol: float
     row_norms: tuple
-    engine: object
+    unit_roundoff: float
     strict: bool = True
 
     def step(self, new, centers, old_sigma, new_sigma, shift=None):
@@ -368,8 +369,8 @@ class _KMeansTest:
         if self.shift_tol == 0 or new_spec.kind == "hard" or not new_stats.gap > 0:
             return False
         change = new_score() - old_score()
-        noise = _objective_noise(self.engine, new_stats, centers_sq, self.row_norms)
-        resolution = noise / (_NOISE_ROUNDOFFS * new_spec.tau * float(new_stats.masses.sum()))
+        noise = _objective_noise(self.unit_roundoff, new_stats, centers_sq, self.row_norms)
+        resolution = noise / (_NOISE_ROUNDOFFS * new_spec.tau * _total_mass(new_stats))
         return abs(change) <= resolution
 
 
@@ -391,7 +392,13 @@ class _Scores:
 def _per_sample_score(stats, spec, n_features):
     """``F / (2 sigma^2 W) + (d / 2) log(2 sigma^2)``, ``W`` the total weight."""
     tau = spec.tau
-    return stats.objective / (tau * float(stats.masses.sum())) + 0.5 * n_features * np.log(tau)
+    return stats.objective / (tau * _total_mass(stats)) + 0.5 * n_features * math.log(tau)
+
+
+def _total_mass(stats):
+    """The sum of a pass's masses, from Python floats (numpy's sum of a few values costs
+    more, once a pass has pushed its code out of the caches)."""
+    return math.fsum(stats.masses.tolist())
 
 
 def _stored(centers, dtype):
@@ -614,7 +621,8 @@ def gradient_descent(engine, centers, spec, *, max_iter, tol, record_path=False,
     for n_iter in range(1, max_iter + 1):
         direction = gradient(stats, centers) / scale
         direction_sq = float(np.sum(direction * direction))
-        noise = _objective_noise(engine, stats, _largest_sq_norm(engine, centers), row_norms)
+        noise = _objective_noise(engine.unit_roundoff, stats, _largest_sq_norm(engine, centers),
+                                 row_norms)
         rate *= 2.0
         for _ in range(_MAX_HALVINGS):
             new = centers - rate * direction

@@ -20,6 +20,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
 from .responsibilities import HARD
+from .update_loops import PAIR_WORK, has_close_pair
 
 __all__ = ["DUPLICATE", "ROUNDS", "Reassign", "abandoned", "relocate"]
 
@@ -72,13 +73,20 @@ def abandoned(masses, centers, spec, ratio):
         Starving centroids (never the heaviest one), and of each group of
         duplicates every one but the first.
     """
-    moving = masses < ratio * masses.max()
-    moving[np.argmax(masses)] = False
-    if spec.kind != "hard":
-        pairs = cKDTree(centers).query_pairs(np.sqrt(DUPLICATE * spec.tau),
-                                             output_type="ndarray")
+    # Python floats: numpy's calls on k values cost more once a pass has pushed its code
+    # out of the caches
+    values = masses.tolist()
+    largest = max(values)
+    heaviest = values.index(largest)
+    moving = [j for j, mass in enumerate(values) if mass < ratio * largest and j != heaviest]
+    k, d = centers.shape
+    radius_sq = DUPLICATE * spec.tau if spec.kind != "hard" else -1.0
+    # the pairs from a tree, unless comparing every pair is cheap and finds none (within a
+    # slack for the tree's own rounding)
+    if radius_sq >= 0 and (k * k * d > PAIR_WORK
+                           or has_close_pair(centers, radius_sq * (1.0 + 1e-9))):
+        pairs = cKDTree(centers).query_pairs(np.sqrt(radius_sq), output_type="ndarray")
         if len(pairs):
-            k = len(centers)
             graph = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])),
                                   shape=(k, k))
             _, group = connected_components(graph, directed=False)
@@ -86,8 +94,8 @@ def abandoned(masses, centers, spec, ratio):
             # mass about equally: an order by mass would follow each engine's rounding)
             stays = np.zeros(k, dtype=bool)
             stays[np.unique(group, return_index=True)[1]] = True
-            moving |= ~stays
-    return np.flatnonzero(moving)
+            moving = sorted(set(moving).union(np.flatnonzero(~stays).tolist()))
+    return np.array(moving, dtype=np.intp)
 
 
 def relocate(engine, centers, moving, rng):

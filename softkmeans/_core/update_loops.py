@@ -16,7 +16,8 @@ from numba import njit
 
 from .._jit import JIT_OPTIONS
 
-__all__ = ["NO_ORIGIN", "compile_update_loops", "extrapolate", "update_terms"]
+__all__ = ["NO_ORIGIN", "PAIR_WORK", "compile_update_loops", "extrapolate", "has_close_pair",
+           "update_terms"]
 
 #: ``origin`` for the origin itself.
 NO_ORIGIN = np.empty(0)
@@ -115,9 +116,30 @@ def extrapolate(first, second, third, max_step, origin, to_float32, point):
     return largest
 
 
+#: :func:`has_close_pair` compares every pair of ``k`` centroids of ``d`` features where
+#: ``k^2 d`` is at most this (a fraction of a millisecond); beyond, a tree is faster.
+PAIR_WORK = 1 << 18
+
+
+@njit(**JIT_OPTIONS)
+def has_close_pair(centers, radius_sq):
+    """Whether two rows of ``centers`` lie within ``sqrt(radius_sq)`` of each other: their
+    squared distance, from exact differences, at most ``radius_sq``."""
+    k, d = centers.shape
+    for a in range(k):
+        for b in range(a + 1, k):
+            sq = 0.0
+            for f in range(d):
+                sq += (centers[a, f] - centers[b, f]) * (centers[a, f] - centers[b, f])
+            if sq <= radius_sq:
+                return True
+    return False
+
+
 def compile_update_loops():
     """Compile, or load from numba's cache, the update's arithmetic."""
     centers = np.ones((2, 3))
     new = np.empty_like(centers)
     update_terms(centers, np.ones(2), centers, centers, NO_ORIGIN, 1.0, False, new)
     extrapolate(centers, centers, centers, 16.0, NO_ORIGIN, False, new)
+    has_close_pair(centers, 1.0)
