@@ -8,6 +8,7 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .row_blocks import float64_blocks, row_slices
+from .update_loops import scatter_floor
 
 __all__ = ["AUTO_SIGMA_SHRINK", "auto_sigma", "exact_zero_distances", "lambda_max",
            "lambda_max_floor", "paper_schedule", "relative_weighted_average", "weighted_mean"]
@@ -198,7 +199,8 @@ def lambda_max_floor(sums, masses):
     for ``k`` clusters with mass, so ``lambda_max >= trace(B) / rank``. Each
     distance ``||c_j - m||`` is first lowered by :data:`_SUMS_ROUNDING` of the
     means' norms, what the sums may err by (data far from the origin against
-    their spread get a floor of 0).
+    their spread get a floor of 0). Computed in one compiled call
+    (:func:`~softkmeans._core.update_loops.scatter_floor`).
 
     Parameters
     ----------
@@ -211,23 +213,8 @@ def lambda_max_floor(sums, masses):
     -------
     float
     """
-    held = masses > 0
-    rank = min(int(np.count_nonzero(held)) - 1, sums.shape[1])
-    if rank < 1:
-        return 0.0
-    if not held.all():
-        sums, masses = sums[held], masses[held]
-    means = sums / masses[:, None]
-    total = masses.sum()
-    mean = masses @ means / total
-    centred = means - mean
-    # the rows' norms as scikit-learn's row_norms computes them, without its dispatch over
-    # array namespaces (most of its cost on k rows)
-    slack = _SUMS_ROUNDING * (np.sqrt(np.einsum("ij,ij->i", means, means))
-                              + math.sqrt(float(mean @ mean)))
-    apart = np.maximum(np.sqrt(np.einsum("ij,ij->i", centred, centred)) - slack, 0.0)
-    floor = float(masses @ apart**2 / total / rank)
-    return floor if np.isfinite(floor) else 0.0
+    return scatter_floor(np.ascontiguousarray(sums, dtype=np.float64),
+                         np.ascontiguousarray(masses, dtype=np.float64), _SUMS_ROUNDING)
 
 
 def _dense_covariance(X, w):

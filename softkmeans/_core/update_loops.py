@@ -4,9 +4,11 @@ An update works on ``k x d`` values: the weighted means, the shared variance,
 the centroids' step and their distance from the data, and every other update a
 SQUAREM extrapolation. Done by numpy, that is a dozen calls, each of which costs
 far more than its arithmetic once a pass over the data has pushed numpy's code
-out of the processor's caches; here it is one compiled call per update. The
-functions return floats only: a returned array would be boxed by Python calls,
-during which an interrupt leaves an exception set behind the result.
+out of the processor's caches; here it is one compiled call per update. So are
+the checks at the end of a run: duplicated centroids, and a floor of the
+critical temperature. The functions return floats only: a returned array would
+be boxed by Python calls, during which an interrupt leaves an exception set
+behind the result.
 """
 
 import math
@@ -17,7 +19,7 @@ from numba import njit
 from .._jit import JIT_OPTIONS
 
 __all__ = ["NO_ORIGIN", "PAIR_WORK", "compile_update_loops", "extrapolate", "has_close_pair",
-           "update_terms"]
+           "scatter_floor", "update_terms"]
 
 #: ``origin`` for the origin itself.
 NO_ORIGIN = np.empty(0)
@@ -136,6 +138,43 @@ def has_close_pair(centers, radius_sq):
     return False
 
 
+@njit(**JIT_OPTIONS)
+def scatter_floor(sums, masses, rounding):
+    """``trace(B) / rank``, ``B`` the scatter of the means ``c_j = sums_j / masses_j`` of the
+    centroids with mass about their weighted mean ``m``, each ``||c_j - m||`` first lowered
+    by ``rounding`` times ``||c_j|| + ||m||``; the rank is at most ``min(k - 1, d)`` for
+    ``k`` centroids with mass (0 below 1). See
+    :func:`~softkmeans._core.temperature.lambda_max_floor`."""
+    k, d = sums.shape
+    held, total = 0, 0.0
+    mean = np.zeros(d)
+    for j in range(k):
+        if masses[j] > 0:
+            held += 1
+            total += masses[j]
+            for f in range(d):
+                mean[f] += masses[j] * (sums[j, f] / masses[j])
+    rank = min(held - 1, d)
+    if rank < 1:
+        return 0.0
+    mean_sq = 0.0
+    for f in range(d):
+        mean[f] /= total
+        mean_sq += mean[f] * mean[f]
+    floor = 0.0
+    for j in range(k):
+        if masses[j] > 0:
+            norm_sq, apart_sq = 0.0, 0.0
+            for f in range(d):
+                value = sums[j, f] / masses[j]
+                norm_sq += value * value
+                apart_sq += (value - mean[f]) * (value - mean[f])
+            slack = rounding * (math.sqrt(norm_sq) + math.sqrt(mean_sq))
+            floor += masses[j] * max(math.sqrt(apart_sq) - slack, 0.0) ** 2
+    floor = floor / total / rank
+    return floor if math.isfinite(floor) else 0.0
+
+
 def compile_update_loops():
     """Compile, or load from numba's cache, the update's arithmetic."""
     centers = np.ones((2, 3))
@@ -143,3 +182,4 @@ def compile_update_loops():
     update_terms(centers, np.ones(2), centers, centers, NO_ORIGIN, 1.0, False, new)
     extrapolate(centers, centers, centers, 16.0, NO_ORIGIN, False, new)
     has_close_pair(centers, 1.0)
+    scatter_floor(centers, np.ones(2), 1e-3)

@@ -18,8 +18,12 @@ and multiply the sums back, so that tiny or huge weights neither underflow
 nor overflow.
 """
 
-import numpy as np
+import math
 
+import numpy as np
+from numba import njit
+
+from .._jit import JIT_OPTIONS
 from ._namespace import host_dtype, to_numpy
 
 __all__ = ["CENTERING_RATIO", "CENTERING_SAMPLE", "centering_shift", "power_of_two_scale",
@@ -77,31 +81,46 @@ def centering_shift(X, x_sq=None):
     if X.shape[0] == 0:
         return None
     step = max(1, X.shape[0] // CENTERING_SAMPLE)
-    sample = to_numpy(X[::step, :])
-    with np.errstate(over="ignore", invalid="ignore"):  # data too large: the engine refuses them
-        mean = _column_means(sample)
-        shift = mean.astype(host_dtype(X.dtype)).astype(np.float64)
-        # the mean of ||x - shift||^2, expanded so that no temporary of the sample's size is
-        # made (fresh memory is slow to touch); its rounding, about u times the squared
-        # norms, matters only for data far off the origin, which the test centres anyway
-        sq_norms = (np.einsum("ij,ij->i", sample, sample, dtype=np.float64) if x_sq is None
-                    else x_sq[::step])
-        spread = float(sq_norms.mean() - 2.0 * (mean @ shift) + shift @ shift)
-        far = bool(shift @ shift > CENTERING_RATIO * spread)
-    return shift if far and np.isfinite(spread) else None
+    shift = np.empty(X.shape[1])
+    spread, shift_sq = _sample_terms(to_numpy(X[::step, :]), _NO_NORMS if x_sq is None else x_sq,
+                                     step, shift)
+    # data too large for their dtype get no shift (the engines refuse them)
+    return shift if shift_sq > CENTERING_RATIO * spread and math.isfinite(spread) else None
 
 
-def _column_means(sample):
-    """The float64 mean of the rows of ``sample``.
+_NO_NORMS = np.empty(0)
 
-    For float64 rows, one matrix-vector product: numpy's reduction over the
-    rows of a C-ordered array adds them one at a time, which is slower.
-    Float32 rows are reduced by numpy in float64 (a product in float32 would
-    round the sums to float32).
+
+@njit(**JIT_OPTIONS)
+def _sample_terms(sample, x_sq, step, shift):
+    """The sample's mean, rounded to its dtype, into ``shift``; returns the mean of
+    ``||x - shift||^2`` over the sample and ``||shift||^2``.
+
+    Sums in float64, in one compiled call (numpy's dozen calls cost more on small data).
+    The squared norms of the rows are ``x_sq[::step]`` where ``x_sq`` is not empty. The
+    mean of ``||x - shift||^2`` is expanded, so that no temporary of the sample's size is
+    made; its rounding, about ``u`` times the squared norms, matters only for data far off
+    the origin, which the test centres anyway.
     """
-    if sample.dtype == np.float64:
-        return (np.ones(sample.shape[0]) @ sample) / sample.shape[0]
-    return sample.mean(axis=0, dtype=np.float64)
+    n, d = sample.shape
+    mean = np.zeros(d)
+    for i in range(n):
+        for f in range(d):
+            mean[f] += np.float64(sample[i, f])
+    cross, shift_sq = 0.0, 0.0
+    for f in range(d):
+        mean[f] /= n
+        shift[f] = np.float64(sample.dtype.type(mean[f]))
+        cross += mean[f] * shift[f]
+        shift_sq += shift[f] * shift[f]
+    norms = 0.0
+    for i in range(n):
+        if x_sq.shape[0] > 0:
+            norms += x_sq[i * step]
+        else:
+            for f in range(d):
+                norms += np.float64(sample[i, f]) * np.float64(sample[i, f])
+    return norms / n - 2.0 * cross + shift_sq, shift_sq
 
 
 def power_of_two_scale(weights):
