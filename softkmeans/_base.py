@@ -37,7 +37,7 @@ from ._core.seeding import separate_coincident
 from ._core.streaming import start_stream, stream_step
 from ._core.temperature import (
     AUTO_SIGMA_SHRINK,
-    auto_sigma,
+    auto_sigma_at,
     lambda_max_floor,
     relative_weighted_average,
 )
@@ -631,8 +631,7 @@ class FixedTemperatureKMeans(BaseSoftKMeans):
             if mean_sq == 0:
                 lam = engine.lambda_max()
                 self._prepared_critical = float(np.sqrt(lam))
-            sigma = auto_sigma(np.array([mean_sq]), np.ones(1), engine.X.shape[1],
-                               fallback_scale=lam)
+            sigma = auto_sigma_at(mean_sq, engine.X.shape[1], fallback_scale=lam)
             if not apart:
                 # every observation on a starting centroid: the likelihood grows without
                 # bound as sigma -> 0, so the fallback temperature stays

@@ -8,9 +8,9 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .row_blocks import float64_blocks, row_slices
-from .update_loops import scatter_floor
+from .update_loops import relative_weighted_sums, scatter_floor
 
-__all__ = ["AUTO_SIGMA_SHRINK", "auto_sigma", "exact_zero_distances", "lambda_max",
+__all__ = ["AUTO_SIGMA_SHRINK", "auto_sigma", "auto_sigma_at", "exact_zero_distances", "lambda_max",
            "lambda_max_floor", "paper_schedule", "relative_weighted_average", "weighted_mean"]
 
 #: ``sigma="auto"`` runs at this fraction of the maximum-likelihood deviation of the isotropic
@@ -59,7 +59,12 @@ def auto_sigma(dmin, sample_weight, n_features, fallback_scale=1.0):
     -------
     float
     """
-    mean_sq = relative_weighted_average(dmin, np.asarray(sample_weight, dtype=np.float64))
+    return auto_sigma_at(relative_weighted_average(dmin, sample_weight), n_features,
+                         fallback_scale)
+
+
+def auto_sigma_at(mean_sq, n_features, fallback_scale=1.0):
+    """:func:`auto_sigma` from the weighted mean squared distance ``mean_sq``."""
     if mean_sq > 0.0:
         sigma = AUTO_SIGMA_SHRINK * math.sqrt(mean_sq / n_features)
     else:
@@ -74,8 +79,9 @@ def relative_weighted_average(values, weights):
     checks: sums of huge weights times the values would overflow. The
     weights are non-negative and some are positive.
     """
-    relative = weights / weights.max()
-    return float(np.multiply(values, relative).sum() / relative.sum())
+    _, total, weighted, _ = relative_weighted_sums(np.ascontiguousarray(values, dtype=np.float64),
+                                                   np.ascontiguousarray(weights, dtype=np.float64))
+    return weighted / total
 
 
 def exact_zero_distances(X, centers, labels, dmin, x_sq, unit_roundoff):

@@ -5,10 +5,10 @@ the centroids' step and their distance from the data, and every other update a
 SQUAREM extrapolation. Done by numpy, that is a dozen calls, each of which costs
 far more than its arithmetic once a pass over the data has pushed numpy's code
 out of the processor's caches; here it is one compiled call per update. So are
-the checks at the end of a run: duplicated centroids, and a floor of the
-critical temperature. The functions return floats only: a returned array would
-be boxed by Python calls, during which an interrupt leaves an exception set
-behind the result.
+the start of a run (the mean distance to the seeds) and the checks at its end
+(duplicated centroids, and a floor of the critical temperature). The functions
+return floats only: a returned array would be boxed by Python calls, during
+which an interrupt leaves an exception set behind the result.
 """
 
 import math
@@ -19,7 +19,7 @@ from numba import njit
 from .._jit import JIT_OPTIONS
 
 __all__ = ["NO_ORIGIN", "PAIR_WORK", "compile_update_loops", "extrapolate", "has_close_pair",
-           "scatter_floor", "update_terms"]
+           "relative_weighted_sums", "scatter_floor", "update_terms"]
 
 #: ``origin`` for the origin itself.
 NO_ORIGIN = np.empty(0)
@@ -175,6 +175,25 @@ def scatter_floor(sums, masses, rounding):
     return floor if math.isfinite(floor) else 0.0
 
 
+@njit(**JIT_OPTIONS)
+def relative_weighted_sums(values, weights):
+    """``(largest weight, sum_i r_i, sum_i r_i v_i, whether a positive value has a positive
+    weight)`` with ``r_i`` the weights over the largest (non-negative): sums of huge weights
+    times the values would overflow. All 0 where no weight is positive."""
+    largest = 0.0
+    for i in range(weights.shape[0]):
+        largest = max(largest, weights[i])
+    total, weighted, positive = 0.0, 0.0, False
+    if not largest > 0:
+        return largest, total, weighted, positive
+    for i in range(weights.shape[0]):
+        relative = weights[i] / largest
+        total += relative
+        weighted += values[i] * relative
+        positive = positive or (values[i] > 0 and weights[i] > 0)
+    return largest, total, weighted, positive
+
+
 def compile_update_loops():
     """Compile, or load from numba's cache, the update's arithmetic."""
     centers = np.ones((2, 3))
@@ -183,3 +202,4 @@ def compile_update_loops():
     extrapolate(centers, centers, centers, 16.0, NO_ORIGIN, False, new)
     has_close_pair(centers, 1.0)
     scatter_floor(centers, np.ones(2), 1e-3)
+    relative_weighted_sums(np.ones(2), np.ones(2))

@@ -13,7 +13,8 @@ import numpy as np
 from sklearn.cluster import _kmeans, kmeans_plusplus
 
 from .._core.responsibilities import HARD
-from .._core.temperature import exact_zero_distances, lambda_max, relative_weighted_average
+from .._core.temperature import exact_zero_distances, lambda_max
+from .._core.update_loops import relative_weighted_sums
 
 __all__ = ["InMemorySteps", "kmeans_plusplus_rows"]
 
@@ -63,9 +64,8 @@ class InMemorySteps:
         start = self.estep(centers, HARD, with_sums=False)
         dmin = exact_zero_distances(self.X, centers, start.labels, start.dmin, self.x_sq,
                                     self.unit_roundoff)
-        weights = self.sample_weight
-        return (relative_weighted_average(dmin, weights),
-                bool(((dmin > 0) & (weights > 0)).any()))
+        _, total, weighted, positive = relative_weighted_sums(dmin, self.sample_weight)
+        return weighted / total, positive
 
     def draw_seeds(self, init, n_clusters, rng):
         """``n_clusters`` rows of X (float64) drawn by ``init``.
