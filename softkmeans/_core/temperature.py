@@ -8,7 +8,7 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from .responsibilities import SIGMA_MAX, SIGMA_MIN
 from .row_blocks import float64_blocks, row_slices
-from .update_loops import relative_weighted_sums, scatter_floor
+from .update_loops import near_zero_rows, relative_weighted_sums, scatter_floor
 
 __all__ = ["AUTO_SIGMA_SHRINK", "auto_sigma", "auto_sigma_at", "exact_zero_distances", "lambda_max",
            "lambda_max_floor", "paper_schedule", "relative_weighted_average", "weighted_mean"]
@@ -111,14 +111,19 @@ def exact_zero_distances(X, centers, labels, dmin, x_sq, unit_roundoff):
     Returns
     -------
     ndarray of shape (n_samples,)
+        ``dmin`` itself (float64) where no row lies within that noise.
     """
     centers = np.asarray(centers, dtype=np.float64)
     c_sq = np.einsum("ij,ij->i", centers, centers)
     scale = (X.shape[1] + 2) * unit_roundoff
-    # the rows within the largest noise of all first (rounding is monotone: a superset)
-    rows = np.flatnonzero(dmin <= scale * (x_sq.max(initial=0.0) + c_sq.max(initial=0.0)))
-    suspects = rows[(dmin[rows] <= scale * (x_sq[rows] + c_sq[labels[rows]])) & (dmin[rows] > 0)]
-    out = np.array(dmin, dtype=np.float64)
+    dmin = np.ascontiguousarray(dmin, dtype=np.float64)
+    suspects = np.empty(len(dmin), dtype=np.intp)
+    suspects = suspects[:near_zero_rows(dmin, np.ascontiguousarray(labels),
+                                        np.ascontiguousarray(x_sq, dtype=np.float64), c_sq,
+                                        scale, suspects)]
+    if suspects.size == 0:
+        return dmin
+    out = dmin.copy()
     for rows, block in float64_blocks(X, suspects):
         on_centroid = np.all(block == centers[labels[rows]], axis=1)
         out[rows[on_centroid]] = 0.0

@@ -5,7 +5,7 @@ the centroids' step and their distance from the data, and every other update a
 SQUAREM extrapolation. Done by numpy, that is a dozen calls, each of which costs
 far more than its arithmetic once a pass over the data has pushed numpy's code
 out of the processor's caches; here it is one compiled call per update. So are
-the start of a run (the mean distance to the seeds) and the checks at its end
+the start of a run (the seeds' distances) and the checks at its end
 (duplicated centroids, and a floor of the critical temperature). The functions
 return floats only: a returned array would be boxed by Python calls, during
 which an interrupt leaves an exception set behind the result.
@@ -19,7 +19,7 @@ from numba import njit
 from .._jit import JIT_OPTIONS
 
 __all__ = ["NO_ORIGIN", "PAIR_WORK", "compile_update_loops", "extrapolate", "has_close_pair",
-           "relative_weighted_sums", "scatter_floor", "update_terms"]
+           "near_zero_rows", "relative_weighted_sums", "scatter_floor", "update_terms"]
 
 #: ``origin`` for the origin itself.
 NO_ORIGIN = np.empty(0)
@@ -194,6 +194,19 @@ def relative_weighted_sums(values, weights):
     return largest, total, weighted, positive
 
 
+@njit(**JIT_OPTIONS)
+def near_zero_rows(dmin, labels, x_sq, c_sq, scale, rows):
+    """Write into ``rows`` the observations whose positive ``dmin`` lies within
+    ``scale (x_sq + c_sq[label])``, the rounding of a zero distance; returns how many.
+    ``rows`` holds at least as many entries as ``dmin``."""
+    count = 0
+    for i in range(dmin.shape[0]):
+        if dmin[i] > 0 and dmin[i] <= scale * (x_sq[i] + c_sq[labels[i]]):
+            rows[count] = i
+            count += 1
+    return count
+
+
 def compile_update_loops():
     """Compile, or load from numba's cache, the update's arithmetic."""
     centers = np.ones((2, 3))
@@ -203,3 +216,5 @@ def compile_update_loops():
     has_close_pair(centers, 1.0)
     scatter_floor(centers, np.ones(2), 1e-3)
     relative_weighted_sums(np.ones(2), np.ones(2))
+    for labels in (np.zeros(2, np.int32), np.zeros(2, np.intp)):  # of each engine
+        near_zero_rows(np.ones(2), labels, np.ones(2), np.ones(2), 1.0, np.empty(2, np.intp))
