@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .._jit import JIT_OPTIONS
+from .._jit import JIT_OPTIONS, read_only
 
 __all__ = ["NO_ORIGIN", "PAIR_WORK", "compile_update_loops", "extrapolate", "has_close_pair",
            "near_zero_rows", "relative_weighted_sums", "scatter_floor", "update_terms"]
@@ -215,6 +215,7 @@ def compile_update_loops():
     extrapolate(centers, centers, centers, 16.0, NO_ORIGIN, False, new)
     has_close_pair(centers, 1.0)
     scatter_floor(centers, np.ones(2), 1e-3)
-    relative_weighted_sums(np.ones(2), np.ones(2))
+    for weights in (np.ones(2), read_only(np.ones(2))):  # the engines keep theirs read-only
+        relative_weighted_sums(np.ones(2), weights)
     for labels in (np.zeros(2, np.int32), np.zeros(2, np.intp)):  # of each engine
         near_zero_rows(np.ones(2), labels, np.ones(2), np.ones(2), 1.0, np.empty(2, np.intp))
