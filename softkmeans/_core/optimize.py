@@ -224,8 +224,10 @@ def mixture_variance(sums, masses, total, spread, origin, n_features, unit_round
     ``(spread - sum_j m_j ||s_j / m_j - c||^2) / (d W)``, where ``spread`` is
     ``sum_i w_i ||x_i - c||^2`` and ``total`` is ``W = sum_i w_i`` (in any unit
     of the weights: the masses are brought to it), ``c`` the point ``origin``
-    (None: the origin), the sum over the centroids with mass
-    (:func:`~softkmeans._core.update_loops.update_terms`, then
+    (None: the origin), the sum over the centroids with mass. Returns 0 where the
+    rows sit on the means: below the rounding of that difference, ``(d + 2)``
+    unit roundoffs of the arithmetic times the spread (computed by
+    :func:`~softkmeans._core.update_loops.update_terms` and
     :func:`_residual_variance`).
 
     Parameters

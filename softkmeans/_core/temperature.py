@@ -111,7 +111,7 @@ def exact_zero_distances(X, centers, labels, dmin, x_sq, unit_roundoff):
     Returns
     -------
     ndarray of shape (n_samples,)
-        ``dmin`` itself (float64) where no row lies within that noise.
+        ``dmin`` itself (as float64) where no row lies within that noise.
     """
     centers = np.asarray(centers, dtype=np.float64)
     c_sq = np.einsum("ij,ij->i", centers, centers)

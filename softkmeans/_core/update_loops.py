@@ -7,7 +7,7 @@ far more than its arithmetic once a pass over the data has pushed numpy's code
 out of the processor's caches; here it is one compiled call per update. So are
 the start of a run (the seeds' distances) and the checks at its end
 (duplicated centroids, and a floor of the critical temperature). The functions
-return floats only: a returned array would be boxed by Python calls, during
+return scalars only: a returned array would be boxed by Python calls, during
 which an interrupt leaves an exception set behind the result.
 """
 
@@ -40,7 +40,7 @@ def update_terms(sums, masses, fallback, centers, origin, total, to_float32, new
     explained : float
         ``sum_j m_j ||sums_j / m_j - c||^2`` over the centroids with mass, the
         unrounded means, each mass brought to the unit of ``total``
-        (``m_j total / sum_l m_l``): the scatter of the means
+        (``m_j total / sum_l m_l``, the sum over the positive masses): the scatter of the means
         (:func:`~softkmeans._core.optimize.mixture_variance`).
     step : float
         ``||new - centers||_F^2``.
@@ -119,7 +119,7 @@ def extrapolate(first, second, third, max_step, origin, to_float32, point):
 
 
 #: :func:`has_close_pair` compares every pair of ``k`` centroids of ``d`` features where
-#: ``k^2 d`` is at most this (a fraction of a millisecond); beyond, a tree is faster.
+#: ``k^2 d`` is at most this; beyond, a tree is the cheaper search.
 PAIR_WORK = 1 << 18
 
 

@@ -82,8 +82,9 @@ def centering_shift(X, x_sq=None):
         return None
     step = max(1, X.shape[0] // CENTERING_SAMPLE)
     shift = np.empty(X.shape[1])
-    spread, shift_sq = _sample_terms(to_numpy(X[::step, :]), _NO_NORMS if x_sq is None else x_sq,
-                                     step, shift)
+    # a writable C-ordered copy: one compiled type per dtype, whatever X's layout and flags
+    sample = np.array(to_numpy(X[::step, :]), order="C")
+    spread, shift_sq = _sample_terms(sample, _NO_NORMS if x_sq is None else x_sq, step, shift)
     # data too large for their dtype get no shift (the engines refuse them)
     return shift if shift_sq > CENTERING_RATIO * spread and math.isfinite(spread) else None
 

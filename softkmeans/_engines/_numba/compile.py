@@ -58,10 +58,10 @@ def compile_kernels(file=None):
 
     Every input kind (dense and CSR, float32 and float64) in turn; with dense
     float64, those that every kind shares (the update's arithmetic) and the
-    annealing's own kernels (they see dense
-    float64 rows of any input). A fit compiles the kernels of its input kind on its first pass
-    anyway (seconds, once per installation: later processes load them from the
-    cache in a fraction of a second); running this (``python -m softkmeans compile``)
+    annealing's own kernels (they see dense float64 rows of any input). A fit
+    compiles the kernels of its input kind on its first pass anyway (seconds,
+    once per installation: later processes load them from the cache in a
+    fraction of a second); running this (``python -m softkmeans compile``)
     beforehand, for example when building a container image or a CI cache,
     spares that wait to the first fit of every kind. numba reads a cache only
     from a directory it can write to: run this as the user the processes will

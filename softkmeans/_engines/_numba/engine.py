@@ -246,7 +246,8 @@ class NumbaEngine(InMemorySteps):
         each of them calling it; a pass on the calling thread alone calls BLAS as numpy does.
         ``OUT_FARTHEST`` takes an ``out`` of ``n_slots`` rows (:meth:`_slots`).
         """
-        centers = np.asarray(centers, dtype=np.float64)
+        # a writable C-ordered copy: one compiled type, whatever the caller's array
+        centers = np.array(centers, dtype=np.float64, order="C")
         n = self.n_samples
         X = self.X
         sparse = self._csr_arrays is not None

@@ -96,7 +96,7 @@ _JIT = JIT_OPTIONS
 _INNER = INNER_JIT_OPTIONS
 
 # The arguments of a pass, grouped. The engine passes plain tuples in these fields' order
-# (numba's dispatcher types a plain tuple several times faster than a namedtuple) and the
+# (numba's dispatcher types a plain tuple on a faster path than a namedtuple) and the
 # kernels name them again, for free. Arrays the kernels only read are read-only views (see
 # the engine).
 
@@ -771,10 +771,10 @@ def add_up_slots(sums, masses, scalars, n_clusters):
     """Add every slot's statistics into slot 0's, in slot order, and read the pass's totals.
 
     ``sums[0, :n_clusters]``, ``masses[0, :n_clusters]`` and ``scalars[0, :3]``
-    become the sums over the first axis (the same bits as numpy's sums along
-    it). Returns the objective, the inertia, the gap and the smallest mass: floats
-    only, since a returned array is boxed with Python calls, where an interrupt
-    would leave an exception set behind the result.
+    become the sums over the first axis, in slot order: the same bits whatever
+    the number of threads. Returns the objective, the inertia, the gap and the
+    smallest mass: scalars only, since a returned array is boxed with Python
+    calls, where an interrupt would leave an exception set behind the result.
     """
     for s in range(1, sums.shape[0]):  # loops: array expressions compile far longer
         for j in range(n_clusters):
